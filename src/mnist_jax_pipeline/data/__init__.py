@@ -1,0 +1,1 @@
+"""Dataset acquisition (TFDS + pinned IDX files), IDX parsing and preprocessing."""

@@ -1,0 +1,61 @@
+"""SHA-256-pinned original IDX files of each supported dataset.
+
+The values equal those TFDS pins in `tensorflow_datasets/url_checksums/<name>.txt`
+(a test checks that), so a mirror is verified before TFDS verifies it again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class PinnedFile:
+    name: str
+    url: str
+    size: int
+    sha256: str
+
+
+_MNIST = "https://storage.googleapis.com/cvdf-datasets/mnist/"
+# TFDS pins Fashion-MNIST at this plain-HTTP address; the SHA-256 check makes it safe.
+_FASHION = "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
+
+PINNED: dict[str, tuple[PinnedFile, ...]] = {
+    "mnist": (
+        PinnedFile("train-images-idx3-ubyte.gz", _MNIST + "train-images-idx3-ubyte.gz", 9912422,
+                   "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609"),
+        PinnedFile("train-labels-idx1-ubyte.gz", _MNIST + "train-labels-idx1-ubyte.gz", 28881,
+                   "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c"),
+        PinnedFile("t10k-images-idx3-ubyte.gz", _MNIST + "t10k-images-idx3-ubyte.gz", 1648877,
+                   "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6"),
+        PinnedFile("t10k-labels-idx1-ubyte.gz", _MNIST + "t10k-labels-idx1-ubyte.gz", 4542,
+                   "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6"),
+    ),
+    "fashion_mnist": (
+        PinnedFile("train-images-idx3-ubyte.gz", _FASHION + "train-images-idx3-ubyte.gz", 26421880,
+                   "3aede38d61863908ad78613f6a32ed271626dd12800ba2636569512369268a84"),
+        PinnedFile("train-labels-idx1-ubyte.gz", _FASHION + "train-labels-idx1-ubyte.gz", 29515,
+                   "a04f17134ac03560a47e3764e11b92fc97de4d1bfaf8ba1a3aa29af54cc90845"),
+        PinnedFile("t10k-images-idx3-ubyte.gz", _FASHION + "t10k-images-idx3-ubyte.gz", 4422102,
+                   "346e55b948d973a97e58d2351dde16a484bd415d4595297633bb08f03db6a073"),
+        PinnedFile("t10k-labels-idx1-ubyte.gz", _FASHION + "t10k-labels-idx1-ubyte.gz", 5148,
+                   "67da17c76eaffca5446c3361aaab5c3cd6d1c2608764d35dfb1850b086bf8dd5"),
+    ),
+}
+
+SPLIT_FILES = {
+    "train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
+    "test": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"),
+}
+
+
+def sha256_of(path: str | Path) -> str:
+    """SHA-256 hex digest of a file, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

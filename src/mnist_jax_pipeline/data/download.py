@@ -1,0 +1,182 @@
+"""The download stage: fetch and prepare a dataset with TFDS, keeping the pinned raw IDX files.
+
+Outputs, all under one folder replaced atomically (default `data/raw/`):
+  idx/*.gz        the four original files, SHA-256 verified
+  tfds/           the TFDS-prepared dataset (TFRecord shards + dataset_info.json)
+  arrays/         the prepared splits exported as .npy (uint8 images, uint8 labels)
+  manifest.json   dataset, versions, checksums, counts and label histograms
+
+`MNIST_MIRROR` names a folder with the four `.gz` files; TFDS reads it through
+`DownloadConfig(manual_dir=...)` and validates the checksums again. Where the bytes come
+from is not recorded in any output, so it never changes a stage's hash.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import socket
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import numpy as np
+
+from .. import io
+from ..config import Params
+from ..errors import PipelineError
+from .checksums import PINNED, SPLIT_FILES, PinnedFile, sha256_of
+from .idx import read_pair
+
+log = logging.getLogger(__name__)
+
+MIRROR_ENV = "MNIST_MIRROR"
+CONNECT_TIMEOUT_S = 3.0
+TFDS_MAX_RETRIES = 1
+
+
+def verify_file(path: Path, pinned: PinnedFile) -> None:
+    """Check a file against its pinned SHA-256; raise a one-line error naming it."""
+    if not path.is_file():
+        raise PipelineError(f"{path}: missing from the mirror; put the original {pinned.name} there ({pinned.url})")
+    got = sha256_of(path)
+    if got != pinned.sha256:
+        raise PipelineError(
+            f"{path}: SHA-256 {got[:16]}... does not match the pinned {pinned.sha256[:16]}...;"
+            f" replace it with the original from {pinned.url}"
+        )
+
+
+def verify_mirror(mirror: Path, dataset: str) -> None:
+    """Verify every pinned file of `dataset` in the mirror folder before anything is written."""
+    if not mirror.is_dir():
+        raise PipelineError(f"{MIRROR_ENV}={mirror}: not a folder; point it at a folder holding the four .gz files")
+    for pinned in PINNED[dataset]:
+        verify_file(mirror / pinned.name, pinned)
+
+
+def _check_reachable(url: str) -> None:
+    """Fail fast, naming MNIST_MIRROR, when the dataset's host cannot be reached."""
+    parsed = urlparse(url)
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parsed.hostname, port), timeout=CONNECT_TIMEOUT_S):
+            pass
+    except OSError as err:
+        raise PipelineError(
+            f"cannot reach {parsed.hostname} ({err}); offline, set {MIRROR_ENV} to a folder holding the"
+            " four original .gz files (see README)"
+        ) from err
+
+
+def _quiet_tensorflow() -> None:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+
+
+def _prepare_with_tfds(dataset: str, data_dir: Path, manual_dir: Path | None) -> Any:
+    """Download (or read from `manual_dir`) and prepare `dataset` with TFDS; return the builder."""
+    _quiet_tensorflow()
+    import tensorflow_datasets as tfds
+    from tensorflow_datasets.core.download import downloader
+
+    downloader.MAX_RETRIES = TFDS_MAX_RETRIES
+    if not os.isatty(2):
+        tfds.disable_progress_bar()
+    builder = tfds.builder(dataset, data_dir=str(data_dir))
+    config = tfds.download.DownloadConfig(
+        manual_dir=str(manual_dir) if manual_dir else None,
+        force_checksums_validation=True,
+    )
+    try:
+        builder.download_and_prepare(download_config=config)
+    except Exception as err:  # TFDS raises many types; keep its word, one line
+        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise PipelineError(f"TFDS could not prepare {dataset}: {first_line}") from err
+    return builder
+
+
+def _collect_downloads(downloads: Path, idx_dir: Path, dataset: str) -> None:
+    """Copy the files TFDS downloaded into `idx_dir`, matched by their pinned checksum."""
+    by_sha = {p.sha256: p for p in PINNED[dataset]}
+    for path in downloads.rglob("*"):
+        if path.is_file() and path.stat().st_size in {p.size for p in PINNED[dataset]}:
+            pinned = by_sha.get(sha256_of(path))
+            if pinned:
+                shutil.copyfile(path, idx_dir / pinned.name)
+    for pinned in PINNED[dataset]:
+        verify_file(idx_dir / pinned.name, pinned)
+
+
+def _export_arrays(builder: Any, out: Path) -> dict[str, dict[str, Any]]:
+    """Export each split as uint8 .npy arrays; return counts and label histograms."""
+    import tensorflow_datasets as tfds
+
+    out.mkdir()
+    splits: dict[str, dict[str, Any]] = {}
+    for split in ("train", "test"):
+        data = tfds.as_numpy(builder.as_dataset(split=split, batch_size=-1, shuffle_files=False))
+        images = np.asarray(data["image"], dtype=np.uint8).reshape(-1, 28, 28)
+        labels = np.asarray(data["label"]).astype(np.uint8)
+        io.save_array(out / f"{split}_images.npy", images)
+        io.save_array(out / f"{split}_labels.npy", labels)
+        splits[split] = {
+            "count": int(labels.shape[0]),
+            "label_histogram": np.bincount(labels, minlength=10).tolist(),
+        }
+    return splits
+
+
+def _cross_check(idx_dir: Path, splits: dict[str, dict[str, Any]]) -> None:
+    """The TFDS export must hold exactly the examples of the raw IDX files (counts and labels)."""
+    for split, (images_name, labels_name) in SPLIT_FILES.items():
+        images, labels = read_pair(idx_dir / images_name, idx_dir / labels_name)
+        histogram = np.bincount(labels, minlength=10).tolist()
+        if images.shape[0] != splits[split]["count"] or histogram != splits[split]["label_histogram"]:
+            raise PipelineError(
+                f"{idx_dir / labels_name}: TFDS's {split} split disagrees with the raw IDX labels;"
+                " delete data/raw and re-run 'download'"
+            )
+
+
+def download(params: Params, out_dir: str | Path = "data/raw", mirror: str | None = None) -> dict[str, Any]:
+    """Run the download stage; return the manifest it wrote."""
+    import tensorflow_datasets as tfds
+
+    dataset = params.data.dataset
+    pinned = PINNED[dataset]
+    mirror = mirror if mirror is not None else os.environ.get(MIRROR_ENV) or None
+    mirror_dir = Path(mirror).expanduser().resolve() if mirror else None
+    if mirror_dir is not None:
+        verify_mirror(mirror_dir, dataset)
+        log.info("using the mirror %s (checksums verified)", mirror_dir)
+    else:
+        _check_reachable(pinned[0].url)
+
+    started = time.perf_counter()
+    with io.atomic_dir(out_dir) as tmp:
+        idx_dir = tmp / "idx"
+        idx_dir.mkdir()
+        if mirror_dir is not None:
+            for item in pinned:
+                shutil.copyfile(mirror_dir / item.name, idx_dir / item.name)
+                verify_file(idx_dir / item.name, item)
+        builder = _prepare_with_tfds(dataset, tmp / "tfds", idx_dir if mirror_dir else None)
+        downloads = tmp / "tfds" / "downloads"
+        if mirror_dir is None:
+            _collect_downloads(downloads, idx_dir, dataset)
+        shutil.rmtree(downloads, ignore_errors=True)
+        splits = _export_arrays(builder, tmp / "arrays")
+        _cross_check(idx_dir, splits)
+        manifest = {
+            "dataset": dataset,
+            "tfds_version": tfds.__version__,
+            "builder_version": str(builder.info.version),
+            "files": {p.name: {"sha256": p.sha256, "size": p.size, "url": p.url} for p in pinned},
+            "splits": splits,
+        }
+        io.write_json(tmp / "manifest.json", manifest)
+    log.info("download: %s prepared in %.1f s", dataset, time.perf_counter() - started)
+    return manifest

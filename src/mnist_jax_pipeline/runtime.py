@@ -1,0 +1,69 @@
+"""What a measurement ran on (device, versions, host) and the lock that makes timed stages run alone."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import platform
+import time
+from collections.abc import Iterator
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+LOCK_ENV = "MNIST_PIPELINE_LOCK"
+DEFAULT_LOCK = Path(".pipeline-exclusive.lock")
+
+
+def package_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def device_info() -> dict[str, Any]:
+    """Backend, devices and versions of the JAX runtime in use."""
+    import jax
+
+    devices = jax.devices()
+    return {
+        "backend": jax.default_backend(),
+        "devices": [str(d) for d in devices],
+        "device_kind": devices[0].device_kind,
+        "device_count": len(devices),
+        "jax_version": jax.__version__,
+        "jaxlib_version": package_version("jaxlib"),
+        "host_cpu_count": os.cpu_count(),
+        "python_version": platform.python_version(),
+        "machine": platform.machine(),
+    }
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident set size of this process (Linux reports KiB, macOS bytes)."""
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if platform.system() == "Darwin" else peak * 1024)
+
+
+@contextlib.contextmanager
+def exclusive(name: str) -> Iterator[dict[str, Any]]:
+    """Hold the pipeline's exclusive lock so no other heavy stage shares the machine.
+
+    Both orchestrators may start jobs in parallel; every heavy stage takes this lock, so
+    timed work always runs alone. Yields a record of the wait, for the metrics.
+    """
+    path = Path(os.environ.get(LOCK_ENV, DEFAULT_LOCK))
+    started = time.perf_counter()
+    with open(path, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        waited = time.perf_counter() - started
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+        try:
+            yield {"ran_alone": True, "lock": str(path), "lock_wait_seconds": round(waited, 3),
+                   "loadavg_1m_at_start": load, "stage": name}
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

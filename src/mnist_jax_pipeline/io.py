@@ -149,11 +149,19 @@ def load_array(
     return array
 
 
+METADATA_KEY = "mnist_jax_pipeline"
+
+
 def save_params(path: str | Path, arrays: Mapping[str, np.ndarray], metadata: Mapping[str, str]) -> None:
-    """Save model arrays as safetensors (deterministic bytes, no pickle), atomically."""
+    """Save model arrays as safetensors (no pickle), atomically.
+
+    The metadata travels as one key-sorted JSON string: safetensors writes several metadata
+    keys in hash order, which would make two identical models differ in bytes.
+    """
     from safetensors.numpy import save
 
-    blob = save({name: np.ascontiguousarray(value) for name, value in arrays.items()}, metadata=dict(metadata))
+    tensors = {name: np.ascontiguousarray(value) for name, value in arrays.items()}
+    blob = save(tensors, metadata={METADATA_KEY: json.dumps(dict(metadata), sort_keys=True)})
     with atomic_file(path) as tmp:
         tmp.write_bytes(blob)
 
@@ -174,4 +182,9 @@ def load_params(path: str | Path, made_by: str) -> tuple[dict[str, np.ndarray], 
         header = json.loads(blob[8 : 8 + header_len])
     except (SafetensorError, ValueError, UnicodeDecodeError) as err:
         raise PipelineError(f"{path}: corrupt or truncated model ({err}); re-run the '{made_by}' stage") from err
-    return arrays, dict(header.get("__metadata__", {}))
+    stored = header.get("__metadata__", {}).get(METADATA_KEY, "{}")
+    try:
+        metadata = json.loads(stored)
+    except json.JSONDecodeError as err:
+        raise PipelineError(f"{path}: corrupt model metadata; re-run the '{made_by}' stage") from err
+    return arrays, metadata

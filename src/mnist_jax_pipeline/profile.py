@@ -1,0 +1,223 @@
+"""The profile stage: device-memory snapshots (pprof) of the trained jit model's three steps.
+
+On the default JAX device it replays (1) the parameter initialisation, (2) one training step
+on a real batch starting from the trained model, and (3) the evaluation of the test split.
+At each point the live arrays are blocked on, held, and snapshotted with
+`jax.profiler.save_device_memory_profile` into `<out>/<point>.prof` (gzipped pprof);
+`summary.json` holds the parsed totals, the largest allocations, what the largest one is in
+model terms, and the peak memory. With `pprof` on PATH each point is also rendered as
+`<point>.top.txt` and `<point>.svg`. The whole folder is replaced atomically.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import io, pprof
+from .config import NUM_CLASSES, Params
+from .data.preprocess import load_split
+from .errors import PipelineError
+from .evaluate import load_model
+from .model import MLPParams, batched_predict, init_params, layer_sizes_of, one_hot
+from .runtime import peak_rss_bytes
+from .train import batch_bounds, epoch_order, make_optimizer, make_update
+
+log = logging.getLogger(__name__)
+
+POINTS = ("init", "train_step", "evaluate")
+MADE_BY = "train@jit"
+HostParams = list[tuple[np.ndarray, np.ndarray]]
+Candidate = tuple[str, int, str]  # (expected_bytes key, bytes, what it is)
+
+
+@jax.jit
+def _forward(params: MLPParams, images: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Test-split log-probabilities and predicted classes."""
+    log_probs = batched_predict(params, images)
+    return log_probs, jnp.argmax(log_probs, axis=1)
+
+
+def _init_point(config: Params) -> dict[str, Any]:
+    m = config.model
+    return {"params": init_params(m.layer_sizes, jax.random.PRNGKey(m.seed), m.init_scale)}
+
+
+def _train_point(config: Params, model: HostParams, images: np.ndarray,
+                 labels: np.ndarray) -> dict[str, Any]:
+    """One jitted update of the loaded model on the first batch of epoch 1."""
+    cfg = config.train
+    count = len(labels)
+    optimizer = make_optimizer(cfg, len(batch_bounds(count, cfg.batch_size)))
+    order = epoch_order(count, cfg, 1)
+    index = np.arange(min(cfg.batch_size, count)) if order is None else order[: cfg.batch_size]
+    params = jax.device_put(model)
+    opt_state = optimizer.init(params)
+    x = jax.device_put(images[index])
+    y = one_hot(labels[index], NUM_CLASSES)
+    new_params, new_state = jax.jit(make_update(optimizer))(params, opt_state, x, y)
+    return {"params": params, "opt_state": opt_state, "images": x, "targets": y,
+            "new_params": new_params, "new_opt_state": new_state}
+
+
+def _evaluate_point(model: HostParams, images: np.ndarray) -> dict[str, Any]:
+    params = jax.device_put(model)
+    x = jax.device_put(images)
+    log_probs, predicted = _forward(params, x)
+    return {"params": params, "images": x, "log_probs": log_probs, "predicted": predicted}
+
+
+def _snapshot(path: Path, live: Any) -> None:
+    """Block on `live` (the caller holds it until this returns); save the device-memory profile."""
+    jax.block_until_ready(live)
+    jax.profiler.save_device_memory_profile(str(path))
+
+
+def peak_memory(device: Any) -> dict[str, Any]:
+    """Device peak (GPU/TPU memory_stats) where the backend has one, else the process peak RSS."""
+    try:
+        stats = device.memory_stats()
+    except Exception:  # backends without memory stats raise various errors
+        stats = None
+    if stats and "peak_bytes_in_use" in stats:
+        return {"bytes": int(stats["peak_bytes_in_use"]),
+                "source": "device.memory_stats peak_bytes_in_use"}
+    return {"bytes": peak_rss_bytes(), "source": "process peak RSS"}
+
+
+def _candidates(model: HostParams, batch: int, test: int) -> dict[str, list[Candidate]]:
+    """The arrays each point holds, by point: (key, bytes, description)."""
+    layers: list[Candidate] = []
+    for i, (w, b) in enumerate(model):
+        out_size, in_size = w.shape
+        layers.append((f"layer{i}.weight", w.nbytes,
+                       f"the {out_size}x{in_size} {w.dtype} weight of layer {i}"))
+        layers.append((f"layer{i}.bias", b.nbytes, f"the {out_size} {b.dtype} bias of layer {i}"))
+    pixels, classes = model[0][0].shape[1], NUM_CLASSES
+    return {
+        "init": layers,
+        "train_step": layers + [
+            ("batch_images", batch * pixels * 4,
+             f"a batch of {batch} images ({batch}x{pixels} float32)"),
+            ("batch_targets", batch * classes * 4,
+             f"the batch's {batch}x{classes} float32 one-hot targets"),
+        ],
+        "evaluate": layers + [
+            ("test_images", test * pixels * 4, f"the {test}x{pixels} float32 test images"),
+            ("test_log_probs", test * classes * 4,
+             f"the {test}x{classes} float32 test log-probabilities"),
+            ("test_predictions", test * 4, f"the {test} int32 predicted classes"),
+        ],
+    }
+
+
+def expected_bytes(candidates: dict[str, list[Candidate]], model: HostParams) -> dict[str, int]:
+    """Sizes of the model's arrays and of the data each point holds."""
+    sizes = {"params": int(sum(w.nbytes + b.nbytes for w, b in model))}
+    for point in POINTS:
+        sizes.update({key: int(size) for key, size, _ in candidates[point]})
+    return sizes
+
+
+def _match(row: dict[str, Any], candidates: list[Candidate]) -> str | None:
+    """Describe a sample as the arrays whose sizes add up to its bytes (count of them, <= 4)."""
+    count = row["count"]
+    if not 1 <= count <= 4:
+        return None
+    for combo in itertools.combinations_with_replacement(candidates, count):
+        if sum(size for _, size, _ in combo) == row["bytes"]:
+            names = [text for _, _, text in combo]
+            parts = {text: names.count(text) for text in names}
+            return " + ".join(text if n == 1 else f"{n} x {text}" for text, n in parts.items())
+    return None
+
+
+def _short(frame: str) -> str:
+    """'function /long/path/file.py:12' -> 'function (file.py:12)'."""
+    name, _, place = frame.rpartition(" ")
+    return f"{name} ({Path(place).name})" if name else frame
+
+
+def explain(summary: dict[str, Any], candidates: list[Candidate]) -> str:
+    """One sentence relating the largest allocation of a snapshot to the model and data."""
+    total = summary["total_bytes"]
+    if not summary["top"] or summary["top"][0]["bytes"] == 0:
+        return "No device buffers were live."
+    top = summary["top"][0]
+    share = f"{top['bytes'] / total:.0%} of the {total:,} bytes live"
+    kind = top["labels"].get("kind", "allocation")
+    where = f", allocated in {_short(top['origin'])}," if top.get("origin") else ""
+    what = _match(top, candidates)
+    if what is None:
+        return (f"The largest {kind}, {top['count']} x {top['bytes'] // max(top['count'], 1):,}"
+                f" bytes{where} matches no model or data array ({share}).")
+    return f"The largest {kind}, {top['bytes']:,} bytes{where} is {what} ({share})."
+
+
+def _check_shapes(config: Params, model_path: str | Path, model: HostParams, pixels: int) -> None:
+    sizes = layer_sizes_of(model)  # type: ignore[arg-type]
+    if tuple(sizes) != tuple(config.model.layer_sizes):
+        raise PipelineError(f"{model_path}: layer sizes {sizes} differ from model.layer_sizes"
+                            f" {list(config.model.layer_sizes)} in params.yaml; re-run '{MADE_BY}'")
+    if sizes[0] != pixels:
+        raise PipelineError(f"{model_path}: input size {sizes[0]} does not match the data's"
+                            f" {pixels}; re-run '{MADE_BY}'")
+
+
+def profile(params: Params, processed_dir: str | Path, model_path: str | Path,
+            out_dir: str | Path) -> dict[str, Any]:
+    """Run the profile stage: `<point>.prof` per point and summary.json; return the summary."""
+    loaded, _ = load_model(model_path, made_by=MADE_BY)
+    model: HostParams = [(np.array(w), np.array(b)) for w, b in loaded]
+    del loaded  # keep only host copies, so each snapshot holds just its own point's arrays
+    train_x, train_y = load_split(processed_dir, "train")
+    test_x, _ = load_split(processed_dir, "test")
+    _check_shapes(params, model_path, model, train_x.shape[1])
+    batch = min(params.train.batch_size, len(train_y))
+    candidates = _candidates(model, batch, len(test_x))
+    steps: dict[str, Callable[[], Any]] = {
+        "init": lambda: _init_point(params),
+        "train_step": lambda: _train_point(params, model, train_x, train_y),
+        "evaluate": lambda: _evaluate_point(model, test_x),
+    }
+    device = jax.devices()[0]
+    limit = params.profile.top_allocations
+    found = pprof.tools()
+    summary: dict[str, Any] = {
+        "device": str(device), "device_kind": device.device_kind, "backend": jax.default_backend(),
+        "jax_version": jax.__version__, "model": str(model_path), "points": {},
+        "batch_size": batch, "layer_sizes": layer_sizes_of(model),  # type: ignore[arg-type]
+        "expected_bytes": expected_bytes(candidates, model),
+    }
+    rendered: list[str] = []
+    with io.atomic_dir(out_dir) as tmp:
+        for point, step in steps.items():
+            live = step()
+            _snapshot(tmp / f"{point}.prof", live)
+            del live
+            gc.collect()
+            parsed = pprof.summarize(tmp / f"{point}.prof", limit)
+            summary["points"][point] = {
+                "file": f"{point}.prof", "total_bytes": parsed["total_bytes"],
+                "total_allocations": parsed["total_allocations"], "samples": parsed["samples"],
+                "explanation": explain(parsed, candidates[point]), "top": parsed["top"],
+            }
+            rendered += pprof.render(tmp / f"{point}.prof", tmp)
+            log.info("profile %s: %s", point, summary["points"][point]["explanation"])
+        summary["peak_memory"] = peak_memory(device)
+        available = found["pprof"] is not None and found["dot"] is not None
+        summary["pprof"] = {"available": available, "binary": found["pprof"], "dot": found["dot"],
+                            "rendered": rendered, "install_hint": pprof.INSTALL_HINT}
+        if not available:
+            log.warning("pprof or Graphviz dot not on PATH; no .top.txt/.svg written. Install: %s",
+                        pprof.INSTALL_HINT)
+        io.write_json(tmp / "summary.json", summary)
+    return summary

@@ -1,0 +1,79 @@
+import copy
+
+import pytest
+import yaml
+
+from mnist_jax_pipeline.config import load, schema, validate
+from mnist_jax_pipeline.errors import PipelineError
+
+from conftest import ROOT, base_params
+
+
+def with_change(path: str, value):
+    raw = copy.deepcopy(base_params())
+    node = raw
+    *parents, last = path.split(".")
+    for part in parents:
+        node = node[part]
+    node[last] = value
+    return raw
+
+
+def test_repository_params_are_valid():
+    params = load(ROOT / "params.yaml")
+    assert params.model.layer_sizes == (784, 512, 512, 10)
+    assert params.train.step_size == 0.01 and params.train.batch_size == 128 and params.train.epochs == 10
+    assert len(params.digest()) == 64
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("train.batch_size", -1, "train.batch_size"),
+        ("train.batch_size", 0, "train.batch_size"),
+        ("train.epochs", 0, "train.epochs"),
+        ("train.epochs", "ten", "train.epochs"),
+        ("train.step_size", "fast", "train.step_size"),
+        ("data.dataset", "cifar10", "use one of \"mnist\", \"fashion_mnist\""),
+        ("model.layer_sizes", [100, 512, 10], "must start at 784"),
+        ("model.layer_sizes", [784, 512, 7], "must end at 10"),
+        ("preprocess.validation_fraction", 1.5, "preprocess.validation_fraction"),
+        ("variants", ["nojit", "fast"], "variants.1"),
+    ],
+)
+def test_bad_values_give_one_line_naming_the_key(key, value, expected):
+    with pytest.raises(PipelineError) as err:
+        validate(with_change(key, value))
+    message = str(err.value)
+    assert expected in message
+    assert "\n" not in message
+
+
+def test_unknown_key_is_named_with_the_allowed_ones():
+    raw = with_change("train.learning_rate", 0.1)
+    with pytest.raises(PipelineError, match=r"unknown key 'train.learning_rate'; allowed keys here: batch_size"):
+        validate(raw)
+
+
+def test_unknown_top_level_key():
+    raw = with_change("extra", {})
+    with pytest.raises(PipelineError, match="unknown key 'extra'"):
+        validate(raw)
+
+
+def test_yaml_syntax_error_names_the_file(tmp_path):
+    bad = tmp_path / "params.yaml"
+    bad.write_text("train: [unclosed\n")
+    with pytest.raises(PipelineError, match=r"params.yaml: not valid YAML at line \d"):
+        load(bad)
+
+
+def test_schema_is_the_workflow_schema():
+    on_disk = yaml.safe_load((ROOT / "workflow/schemas/params.schema.yaml").read_text())
+    assert schema() == on_disk
+
+
+def test_digest_changes_with_any_parameter():
+    a = validate(base_params())
+    b = validate(with_change("preprocess.seed", 1))
+    assert a.digest() != b.digest()

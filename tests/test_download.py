@@ -1,0 +1,87 @@
+import json
+import socket
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mnist_jax_pipeline.data import download as dl
+from mnist_jax_pipeline.data.checksums import PINNED, sha256_of
+from mnist_jax_pipeline.data.idx import read_pair
+from mnist_jax_pipeline.errors import PipelineError
+
+
+@pytest.mark.parametrize("dataset", ["mnist", "fashion_mnist"])
+def test_pinned_checksums_equal_the_ones_tfds_pins(dataset):
+    import tensorflow_datasets as tfds
+
+    table = Path(tfds.__file__).parent / "url_checksums" / f"{dataset}.txt"
+    tfds_pins = {}
+    for line in table.read_text().splitlines():
+        url, size, sha, _ = line.split("\t")
+        tfds_pins[url] = (int(size), sha)
+    assert {p.url: (p.size, p.sha256) for p in PINNED[dataset]} == tfds_pins
+
+
+def fake_mirror(folder: Path) -> Path:
+    folder.mkdir()
+    for pinned in PINNED["mnist"]:
+        (folder / pinned.name).write_bytes(b"not the real file")
+    return folder
+
+
+def test_mirror_with_a_wrong_checksum_fails_and_writes_nothing(tmp_path, make_params):
+    mirror = fake_mirror(tmp_path / "mirror")
+    out = tmp_path / "data" / "raw"
+    with pytest.raises(PipelineError) as err:
+        dl.download(make_params(), out_dir=out, mirror=str(mirror))
+    message = str(err.value)
+    assert "train-images-idx3-ubyte.gz: SHA-256" in message and "does not match the pinned" in message
+    assert "\n" not in message
+    assert not out.exists()
+    assert not (tmp_path / "data").exists() or not any((tmp_path / "data").iterdir())
+
+
+def test_earlier_good_download_stays_intact(tmp_path, make_params):
+    out = tmp_path / "raw"
+    out.mkdir()
+    (out / "manifest.json").write_text("{}")
+    with pytest.raises(PipelineError):
+        dl.download(make_params(), out_dir=out, mirror=str(fake_mirror(tmp_path / "mirror")))
+    assert (out / "manifest.json").read_text() == "{}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mirror", "raw"]
+
+
+def test_mirror_that_is_not_a_folder(tmp_path, make_params):
+    with pytest.raises(PipelineError, match="MNIST_MIRROR=.*not a folder"):
+        dl.download(make_params(), out_dir=tmp_path / "raw", mirror=str(tmp_path / "nope"))
+
+
+def test_offline_without_mirror_fails_fast_naming_the_setting(tmp_path, make_params, monkeypatch):
+    def offline(*args, **kwargs):
+        raise OSError("Network is unreachable")
+
+    monkeypatch.delenv("MNIST_MIRROR", raising=False)
+    monkeypatch.setattr(socket, "create_connection", offline)
+    start = time.perf_counter()
+    with pytest.raises(PipelineError, match="MNIST_MIRROR") as err:
+        dl.download(make_params(), out_dir=tmp_path / "raw")
+    assert time.perf_counter() - start < 5
+    assert "cannot reach storage.googleapis.com" in str(err.value)
+    assert not (tmp_path / "raw").exists()
+
+
+@pytest.mark.real_data
+def test_real_download_through_tfds(real_raw, mirror):
+    out = real_raw
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["splits"]["train"]["count"] == 60_000
+    assert manifest["splits"]["test"]["count"] == 10_000
+    for pinned in PINNED["mnist"]:
+        assert sha256_of(out / "idx" / pinned.name) == pinned.sha256
+    _, labels = read_pair(out / "idx/train-images-idx3-ubyte.gz", out / "idx/train-labels-idx1-ubyte.gz")
+    assert manifest["splits"]["train"]["label_histogram"] == np.bincount(labels, minlength=10).tolist()
+    assert (out / "tfds" / "mnist").is_dir()
+    assert not (out / "tfds" / "downloads").exists()
+    assert "source" not in manifest and str(mirror) not in (out / "manifest.json").read_text()

@@ -1,0 +1,102 @@
+"""Snakemake and DVC describe the same pipeline: same stages, commands, inputs, outputs, params."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+LOG_SUFFIX = " 2>&1 | tee {log}"
+
+
+def snakemake_stages() -> dict[str, dict]:
+    """Every job of the Snakefile, keyed by DVC's stage name (rule or rule@variant)."""
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import OutputSettings, ResourceSettings
+
+    stages = {}
+    with SnakemakeApi(OutputSettings()) as api:
+        workflow = api.workflow(resource_settings=ResourceSettings(cores=1),
+                                snakefile=ROOT / "Snakefile", workdir=ROOT)._workflow
+        variants = list(workflow.config["variants"])
+        for rule in workflow.rules:
+            if rule.name == "all":
+                continue
+            assert rule.shellcmd.endswith(LOG_SUFFIX), f"rule {rule.name} does not keep a log"
+            assert rule.log, f"rule {rule.name} has no log:"
+            wildcard = "{variant" in str(list(rule.output))
+            for variant in variants if wildcard else [None]:
+                def fill(text: str, v: str | None = variant) -> str:
+                    text = re.sub(r"\{variant(,[^}]*)?\}", v or "", str(text))
+                    return text.replace("{wildcards.variant}", v or "")
+
+                name = f"{rule.name}@{variant}" if wildcard else rule.name
+                stages[name] = {
+                    "cmd": fill(rule.shellcmd[: -len(LOG_SUFFIX)]).strip(),
+                    "deps": {fill(p) for p in rule.input},
+                    "outs": {fill(p) for p in rule.output},
+                    "params": set(rule.params.values.keys()),
+                }
+    return stages
+
+
+def dvc_stages() -> dict[str, dict]:
+    from dvc.dependency.param import ParamsDependency
+    from dvc.repo import Repo
+
+    stages = {}
+    with Repo(str(ROOT)) as repo:
+        for stage in repo.index.stages:
+            deps = [d for d in stage.deps if not isinstance(d, ParamsDependency)]
+            params = [p for d in stage.deps if isinstance(d, ParamsDependency) for p in d.params]
+            stages[stage.name] = {
+                "cmd": stage.cmd.strip(),
+                "deps": {d.def_path for d in deps},
+                "outs": {o.def_path for o in stage.outs},
+                "params": set(params),
+            }
+    return stages
+
+
+@pytest.fixture(scope="module")
+def both():
+    return snakemake_stages(), dvc_stages()
+
+
+def test_same_stage_names(both):
+    snake, dvc = both
+    assert set(snake) == set(dvc)
+    assert {"download", "preprocess", "train@nojit", "train@jit", "evaluate@jit", "profile", "report"} <= set(dvc)
+
+
+@pytest.mark.parametrize("field", ["cmd", "outs", "params"])
+def test_same_commands_outputs_and_params(both, field):
+    snake, dvc = both
+    for name in dvc:
+        assert snake[name][field] == dvc[name][field], f"{name}: {field} differ"
+
+
+def inside(path: str, folder: str) -> bool:
+    return Path(path) == Path(folder) or Path(folder) in Path(path).parents
+
+
+def test_same_inputs(both):
+    """Each Snakemake input is a DVC dep or lies in one; each DVC dep holds a Snakemake input."""
+    snake, dvc = both
+    for name in dvc:
+        for path in snake[name]["deps"]:
+            assert any(inside(path, dep) for dep in dvc[name]["deps"]), f"{name}: {path} not in dvc.yaml"
+        for dep in dvc[name]["deps"]:
+            assert any(inside(path, dep) for path in snake[name]["deps"]), f"{name}: {dep} not in Snakefile"
+
+
+def test_every_dvc_dep_is_made_by_a_stage_or_is_code(both):
+    _, dvc = both
+    outs = {o for stage in dvc.values() for o in stage["outs"]}
+    for name, stage in dvc.items():
+        for dep in stage["deps"]:
+            made = any(inside(o, dep) or inside(dep, o) for o in outs)
+            assert made or dep.startswith("src/"), f"{name}: {dep} is made by no stage"

@@ -3,10 +3,9 @@ import copy
 import pytest
 import yaml
 
+from conftest import ROOT, base_params
 from mnist_jax_pipeline.config import load, schema, validate
 from mnist_jax_pipeline.errors import PipelineError
-
-from conftest import ROOT, base_params
 
 
 def with_change(path: str, value):

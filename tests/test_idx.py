@@ -1,3 +1,4 @@
+import contextlib
 import gzip
 
 import numpy as np
@@ -5,7 +6,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mnist_jax_pipeline.data.idx import IdxError, encode_idx, parse_idx, read_idx, read_pair, write_idx_gz
+from mnist_jax_pipeline.data.idx import (
+    IdxError,
+    encode_idx,
+    parse_idx,
+    read_idx,
+    read_pair,
+    write_idx_gz,
+)
 
 
 def test_roundtrip(tmp_path):
@@ -59,10 +67,8 @@ def test_label_count_mismatch(tmp_path):
 @settings(max_examples=400, deadline=None)
 @given(st.binary(max_size=64))
 def test_fuzz_arbitrary_bytes_raise_only_idx_error(blob):
-    try:
+    with contextlib.suppress(IdxError):
         parse_idx(blob, "fuzz")
-    except IdxError:
-        pass
 
 
 @settings(max_examples=200, deadline=None)

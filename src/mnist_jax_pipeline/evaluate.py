@@ -13,8 +13,8 @@ import numpy as np
 
 from . import io
 from .config import NUM_CLASSES
-from .errors import PipelineError
 from .data.preprocess import load_split
+from .errors import PipelineError
 from .model import MLPParams, batched_predict, from_named_arrays, layer_sizes_of
 
 CHUNK = 10_000

@@ -37,6 +37,10 @@ def _fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
+def _write_error(path: Path, err: OSError) -> PipelineError:
+    return PipelineError(f"{path}: cannot write ({err.strerror}); check the folder's permissions and free space")
+
+
 def _mkdir(path: Path) -> None:
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -52,7 +56,7 @@ def atomic_file(path: str | Path) -> Iterator[Path]:
     try:
         fd, tmp_name = tempfile.mkstemp(prefix=f"{TMP_PREFIX}{path.name}.", dir=path.parent)
     except OSError as err:
-        raise PipelineError(f"{path}: cannot write ({err.strerror}); check the folder's permissions and free space") from err
+        raise _write_error(path, err) from err
     os.close(fd)
     tmp = Path(tmp_name)
     os.chmod(tmp, 0o666 & ~_umask())
@@ -64,7 +68,7 @@ def atomic_file(path: str | Path) -> Iterator[Path]:
         _fsync_dir(path.parent)
     except OSError as err:
         tmp.unlink(missing_ok=True)
-        raise PipelineError(f"{path}: cannot write ({err.strerror}); check the folder's permissions and free space") from err
+        raise _write_error(path, err) from err
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -78,7 +82,7 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
     try:
         tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{path.name}.", dir=path.parent))
     except OSError as err:
-        raise PipelineError(f"{path}: cannot write ({err.strerror}); check the folder's permissions and free space") from err
+        raise _write_error(path, err) from err
     os.chmod(tmp, 0o777 & ~_umask())
     try:
         yield tmp
@@ -92,7 +96,7 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
             shutil.rmtree(old, ignore_errors=True)
     except OSError as err:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise PipelineError(f"{path}: cannot write ({err.strerror}); check the folder's permissions and free space") from err
+        raise _write_error(path, err) from err
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -143,7 +147,8 @@ def load_array(
     if dtype is not None and array.dtype != np.dtype(dtype):
         raise PipelineError(f"{path}: dtype {array.dtype}, expected {np.dtype(dtype)}; re-run the '{made_by}' stage")
     if shape is not None and (
-        array.ndim != len(shape) or any(want is not None and got != want for got, want in zip(array.shape, shape, strict=True))
+        array.ndim != len(shape)
+        or any(want is not None and got != want for got, want in zip(array.shape, shape, strict=True))
     ):
         raise PipelineError(f"{path}: shape {array.shape}, expected {shape}; re-run the '{made_by}' stage")
     return array

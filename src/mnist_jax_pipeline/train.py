@@ -98,6 +98,8 @@ def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
 class StepLoop:
     """`nojit` and `jit`: a Python loop over host batches, one update call per batch."""
 
+    host_order = True
+
     def __init__(self, update: Update, compiled: bool):
         self.update = update
         self.compiled = compiled
@@ -116,11 +118,14 @@ class StepLoop:
             self.executables[(size,)] = jitted.lower(params, opt_state, x, y).compile()
         return time.perf_counter() - start
 
+    def place(self, tree: Any) -> Any:
+        return tree
+
     def step_fn(self, size: int) -> Update:
         return self.executables[(size,)] if self.compiled else self.update
 
     def run_epoch(self, params: MLPParams, opt_state: Any, data: Dataset, targets: np.ndarray,
-                  order: np.ndarray | None, batch_size: int) -> tuple[MLPParams, Any]:
+                  order: np.ndarray | None, batch_size: int, epoch: int = 1) -> tuple[MLPParams, Any]:
         images = data.train_images
         for start, stop in batch_bounds(len(images), batch_size):
             if order is None:  # contiguous slices are views: no copy, as in the tutorial
@@ -129,6 +134,45 @@ class StepLoop:
                 x, y = images[order[start:stop]], targets[order[start:stop]]
             params, opt_state = self.step_fn(stop - start)(params, opt_state, x, y)
         return params, opt_state
+
+
+def make_loop(variant: str, optimizer: optax.GradientTransformation, config: TrainConfig) -> Any:
+    """The training loop of a variant: StepLoop (nojit, jit) or ScanLoop (jit_scan)."""
+    if variant == "jit_scan":
+        from .fused import ScanLoop
+
+        return ScanLoop(make_update(optimizer), config)
+    return StepLoop(make_update(optimizer), compiled=variant == "jit")
+
+
+@dataclass
+class Run:
+    params: MLPParams
+    compile_seconds: float | None
+    epoch_seconds: list[float]
+
+
+def run_epochs(variant: str, optimizer: optax.GradientTransformation, params: MLPParams, data: Dataset,
+               targets: np.ndarray, config: TrainConfig, epochs: int,
+               after_epoch: Callable[[int, float, MLPParams], None] | None = None) -> Run:
+    """Compile (timed apart), then run and time `epochs` epochs; `after_epoch` runs untimed."""
+    loop = make_loop(variant, optimizer, config)
+    opt_state = optimizer.init(params)
+    params, opt_state = loop.place(params), loop.place(opt_state)
+    jax.block_until_ready((params, opt_state))
+    compile_seconds = loop.prepare(params, opt_state, data, config.batch_size)
+    epoch_seconds = []
+    for epoch in range(1, epochs + 1):
+        order = epoch_order(len(data.train_labels), config, epoch) if loop.host_order else None
+        jax.block_until_ready((params, opt_state))
+        start = time.perf_counter()
+        params, opt_state = loop.run_epoch(params, opt_state, data, targets, order, config.batch_size, epoch)
+        jax.block_until_ready((params, opt_state))
+        seconds = time.perf_counter() - start
+        epoch_seconds.append(seconds)
+        if after_epoch is not None:
+            after_epoch(epoch, seconds, params)
+    return Run(params, compile_seconds, epoch_seconds)
 
 
 def _history_csv(history: list[dict[str, Any]]) -> str:
@@ -155,38 +199,25 @@ def train(params_cfg: Params, variant: str, processed_dir: str | Path, model_pat
     targets = np.asarray(one_hot(data.train_labels, NUM_CLASSES))
     optimizer = make_optimizer(config, steps_per_epoch)
 
+    def after_epoch(epoch: int, seconds: float, params: MLPParams) -> None:
+        train_loss, train_acc = loss_and_accuracy(params, data.train_images, data.train_labels)
+        _, test_acc = loss_and_accuracy(params, data.test_images, data.test_labels)
+        if not math.isfinite(train_loss):
+            raise PipelineError(
+                f"train@{variant}: the loss became {train_loss} at epoch {epoch}; lower train.step_size"
+                f" (now {config.step_size}) in params.yaml. No model was written"
+            )
+        history.append({"epoch": epoch, "epoch_seconds": round(seconds, 6), "train_loss": train_loss,
+                        "train_accuracy": train_acc, "test_accuracy": test_acc})
+        log.info("train@%s epoch %d/%d  %.3f s  loss %.6f  train %.2f%%  test %.2f%%", variant, epoch,
+                 config.epochs, seconds, train_loss, 100 * train_acc, 100 * test_acc)
+
+    history: list[dict[str, Any]] = []
     with exclusive(f"train@{variant}") as lock_record:
         params = init_params(params_cfg.model.layer_sizes, jax.random.PRNGKey(params_cfg.model.seed),
                              params_cfg.model.init_scale)
-        opt_state = optimizer.init(params)
-        if variant == "jit_scan":
-            from .fused import ScanLoop
-
-            loop: Any = ScanLoop(make_update(optimizer), config)
-        else:
-            loop = StepLoop(make_update(optimizer), compiled=variant == "jit")
-        jax.block_until_ready(params)
-        compile_seconds = loop.prepare(params, opt_state, data, config.batch_size)
-
-        history: list[dict[str, Any]] = []
-        for epoch in range(1, config.epochs + 1):
-            order = epoch_order(count, config, epoch)
-            jax.block_until_ready((params, opt_state))
-            start = time.perf_counter()
-            params, opt_state = loop.run_epoch(params, opt_state, data, targets, order, config.batch_size)
-            jax.block_until_ready((params, opt_state))
-            seconds = time.perf_counter() - start
-            train_loss, train_acc = loss_and_accuracy(params, data.train_images, data.train_labels)
-            _, test_acc = loss_and_accuracy(params, data.test_images, data.test_labels)
-            if not math.isfinite(train_loss):
-                raise PipelineError(
-                    f"train@{variant}: the loss became {train_loss} at epoch {epoch}; lower train.step_size"
-                    f" (now {config.step_size}) in params.yaml. No model was written"
-                )
-            history.append({"epoch": epoch, "epoch_seconds": round(seconds, 6), "train_loss": train_loss,
-                            "train_accuracy": train_acc, "test_accuracy": test_acc})
-            log.info("train@%s epoch %d/%d  %.3f s  loss %.6f  train %.2f%%  test %.2f%%", variant, epoch,
-                     config.epochs, seconds, train_loss, 100 * train_acc, 100 * test_acc)
+        run = run_epochs(variant, optimizer, params, data, targets, config, config.epochs, after_epoch)
+    params, compile_seconds = run.params, run.compile_seconds
 
     epoch_seconds = [h["epoch_seconds"] for h in history]
     steady = epoch_seconds[1:] or epoch_seconds

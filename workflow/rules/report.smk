@@ -27,6 +27,7 @@ rule report:
         "data/processed",
         "reports/profile",
         CODE + "report",
+        CODE + "pprof.py",
         expand("metrics/train/{variant}.json", variant=VARIANTS),
         expand("plots/train/{variant}.csv", variant=VARIANTS),
         expand("metrics/evaluate/{variant}.json", variant=VARIANTS),

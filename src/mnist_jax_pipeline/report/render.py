@@ -1,0 +1,147 @@
+"""The report stage: one self-contained HTML page, a Markdown summary and the figures as PNG.
+
+Outputs (paths.py): `reports/report.html` (figures inlined as data: URIs, inline CSS, no script,
+no outside reference, so it opens offline), `reports/summary.md` (for a pull-request comment)
+and `reports/figures/*.png`. The text lives in Jinja templates under `report/templates/`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
+from .. import io, paths
+from ..config import NUM_CLASSES, Params
+from .figures import SAMPLE_DIGITS, draw_all, ordered_splits
+from .formatting import FILTERS
+from .inputs import Artefacts, VariantResults, read_all
+from .memory import memory_view
+from .provenance import collect
+
+log = logging.getLogger(__name__)
+
+BASELINE = "nojit"
+DEVICE_KEYS = (
+    "backend",
+    "device_kind",
+    "device_count",
+    "devices",
+    "jax_version",
+    "jaxlib_version",
+    "host_cpu_count",
+    "machine",
+    "python_version",
+)
+
+
+def environment(autoescape: bool) -> Environment:
+    """Templates from the package data; HTML ones escape every value."""
+    env = Environment(
+        loader=PackageLoader(__package__, "templates"),
+        autoescape=autoescape,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters.update(FILTERS)
+    return env
+
+
+def speedups(variants: tuple[VariantResults, ...]) -> dict[str, float | None]:
+    """Median epoch time of `nojit` over each variant's (None without a nojit run)."""
+    base = next((v for v in variants if v.name == BASELINE), None)
+    out: dict[str, float | None] = {}
+    for v in variants:
+        median = v.train["epoch_seconds_median"]
+        out[v.name] = base.train["epoch_seconds_median"] / median if base and median > 0 else None
+    return out
+
+
+def _variant_row(v: VariantResults, speedup: float | None) -> dict[str, Any]:
+    recalls = {c: r["recall"] for c, r in sorted(v.evaluation["per_class"].items())}
+    worst = min(recalls, key=recalls.__getitem__)
+    return {
+        "name": v.name,
+        "train": v.train,
+        "evaluation": v.evaluation,
+        "speedup": speedup,
+        "epochs_timed": len(v.history),
+        "worst_class": worst,
+        "worst_recall": recalls[worst],
+        "per_class": v.evaluation["per_class"],
+        "device": {key: v.train.get(key) for key in DEVICE_KEYS},
+    }
+
+
+def _class_rows(stats: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
+    """Non-empty splits and, per class, the count and share in each."""
+    splits = [name for name, s in ordered_splits(stats) if s.get("count")]
+    rows = []
+    for c in range(NUM_CLASSES):
+        row: dict[str, Any] = {"class": c}
+        for name in splits:
+            split = stats["splits"][name]
+            row[name] = (split["label_histogram"][c], split["class_balance"][c])
+        rows.append(row)
+    return splits, rows
+
+
+def context(
+    art: Artefacts, params: Params, params_path: str, figures: dict[str, str]
+) -> dict[str, Any]:
+    """Everything both templates show."""
+    ratios = speedups(art.variants)
+    variants = [_variant_row(v, ratios[v.name]) for v in art.variants]
+    splits, class_rows = _class_rows(art.stats)
+    jit = ratios.get("jit") if BASELINE in ratios else None
+    return {
+        "dataset": art.manifest["dataset"],
+        "manifest": art.manifest,
+        "stats": art.stats,
+        "all_splits": ordered_splits(art.stats),
+        "splits": splits,
+        "class_rows": class_rows,
+        "samples_shown": min(len(art.test_images), SAMPLE_DIGITS),
+        "variants": variants,
+        "baseline": BASELINE if BASELINE in ratios else None,
+        "jit_speedup": jit,
+        "device": variants[0]["device"],
+        "peak_rss": max(int(v.train["peak_rss_bytes"]) for v in art.variants),
+        "memory": memory_view(art.profile, art.profile_dir),
+        "figures": figures,
+        "provenance": collect(params.digest(), params_path, art.manifest),
+        "params_json": json.dumps(params.to_dict(), indent=2, sort_keys=True),
+    }
+
+
+def render(params: Params, params_path: str) -> None:
+    """Run the report stage: read every artefact, draw the figures, write HTML and Markdown.
+
+    Everything is rendered in memory first, so a failure leaves the previous outputs intact.
+    """
+    art = read_all(params.variants)
+    pngs = draw_all(art)
+    uris = {
+        name: "data:image/png;base64," + base64.b64encode(data).decode("ascii")
+        for name, data in pngs.items()
+    }
+    values = context(art, params, params_path, uris)
+    html = environment(autoescape=True).get_template("report.html.j2").render(values)
+    summary = environment(autoescape=False).get_template("summary.md.j2").render(values)
+    with io.atomic_dir(paths.FIGURES_DIR) as tmp:
+        for name, data in pngs.items():
+            (tmp / name).write_bytes(data)
+    io.write_text(paths.REPORT_HTML, html)
+    io.write_text(paths.REPORT_MD, summary)
+    log.info(
+        "report: wrote %s, %s and %d figures in %s",
+        paths.REPORT_HTML,
+        paths.REPORT_MD,
+        len(pngs),
+        paths.FIGURES_DIR,
+    )

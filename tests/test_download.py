@@ -85,3 +85,25 @@ def test_real_download_through_tfds(real_raw, mirror):
     assert (out / "tfds" / "mnist").is_dir()
     assert not (out / "tfds" / "downloads").exists()
     assert "source" not in manifest and str(mirror) not in (out / "manifest.json").read_text()
+
+
+def test_plain_http_sources_are_refused_without_a_mirror(tmp_path, make_params, monkeypatch):
+    monkeypatch.delenv("MNIST_MIRROR", raising=False)
+    with pytest.raises(PipelineError, match="plain HTTP.*set MNIST_MIRROR"):
+        dl.download(make_params(data__dataset="fashion_mnist"), out_dir=tmp_path / "raw")
+    assert not (tmp_path / "raw").exists()
+
+
+def test_every_mnist_url_is_https():
+    assert all(p.url.startswith("https://") for p in PINNED["mnist"])
+
+
+@pytest.mark.real_data
+def test_fashion_mnist_from_its_mirror(tmp_path, make_params, mirror):
+    fashion = mirror.parent / "fashion_mnist"
+    if not fashion.is_dir():
+        pytest.skip(f"no Fashion-MNIST mirror beside {mirror}")
+    manifest = dl.download(make_params(data__dataset="fashion_mnist"), tmp_path / "raw", str(fashion))
+    assert manifest["dataset"] == "fashion_mnist"
+    assert manifest["splits"]["train"]["count"] == 60_000 and manifest["splits"]["test"]["count"] == 10_000
+    assert manifest["splits"]["test"]["label_histogram"] == [1000] * 10

@@ -57,6 +57,16 @@ def verify_mirror(mirror: Path, dataset: str) -> None:
         verify_file(mirror / pinned.name, pinned)
 
 
+def _require_https(dataset: str) -> None:
+    """Network downloads go over HTTPS only; a plain-HTTP source must come through the mirror."""
+    for pinned in PINNED[dataset]:
+        if urlparse(pinned.url).scheme != "https":
+            raise PipelineError(
+                f"{dataset}: TFDS fetches {pinned.name} over plain HTTP ({pinned.url}), which this pipeline"
+                f" refuses; download the four files yourself and set {MIRROR_ENV} to their folder"
+            )
+
+
 def _check_reachable(url: str) -> None:
     """Fail fast, naming MNIST_MIRROR, when the dataset's host cannot be reached."""
     parsed = urlparse(url)
@@ -153,6 +163,7 @@ def download(params: Params, out_dir: str | Path = "data/raw", mirror: str | Non
         verify_mirror(mirror_dir, dataset)
         log.info("using the mirror %s (checksums verified)", mirror_dir)
     else:
+        _require_https(dataset)
         _check_reachable(pinned[0].url)
 
     started = time.perf_counter()

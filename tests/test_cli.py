@@ -1,0 +1,55 @@
+"""The CLI's contract: one-line errors naming the file or key, non-zero exit, no traceback unless --verbose."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import ROOT
+from mnist_jax_pipeline import io
+from mnist_jax_pipeline.cli import main
+from mnist_jax_pipeline.errors import PipelineError
+
+
+def write_params(tmp_path, text_change):
+    text = (ROOT / "params.yaml").read_text()
+    path = tmp_path / "params.yaml"
+    path.write_text(text_change(text))
+    return path
+
+
+def test_bad_parameter_is_one_line_and_no_traceback(tmp_path, capsys):
+    path = write_params(tmp_path, lambda t: t.replace("batch_size: 128", "batch_size: -5"))
+    assert main(["--params", str(path), "check"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert err[0].startswith("error: ") and "train.batch_size" in err[0] and "minimum of 1" in err[0]
+
+
+def test_verbose_adds_the_traceback(tmp_path, capsys):
+    path = write_params(tmp_path, lambda t: t.replace("epochs: 10", "epochs: 0"))
+    assert main(["--params", str(path), "--verbose", "check"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" in err and err.strip().splitlines()[-1].startswith("error: ")
+
+
+def test_python_object_tags_in_params_are_refused(tmp_path, capsys):
+    path = write_params(tmp_path, lambda t: t + "\nboom: !!python/object/apply:os.system ['touch pwned']\n")
+    assert main(["--params", str(path), "check"]) == 1
+    assert "not valid YAML" in capsys.readouterr().err
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_pickled_arrays_are_never_loaded(tmp_path):
+    path = tmp_path / "x.npy"
+    np.save(path, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    with pytest.raises(PipelineError, match="x.npy: corrupt or truncated array"):
+        io.load_array(path, "preprocess")
+
+
+def test_console_script_exit_status():
+    done = subprocess.run([sys.executable, "-m", "mnist_jax_pipeline.cli", "--params", "/nonexistent.yaml", "check"],
+                          capture_output=True, text=True)
+    assert done.returncode == 1
+    assert done.stderr.strip() == "error: /nonexistent.yaml: not found; run from the project root or pass --params"

@@ -1,0 +1,164 @@
+"""Faults leave nothing half-done: a killed stage, two runs at once, a read-only or full disk."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from mnist_jax_pipeline.errors import PipelineError
+from mnist_jax_pipeline.train import train
+
+from conftest import MIRROR
+from workspace import env, make_workspace, set_params, sh, snakemake_planned
+
+TRAINING_DONE_BY_KILL = {"train", "evaluate", "profile", "report"}
+
+
+def _mount_tmpfs(target: Path, options: str) -> bool:
+    target.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(target)], capture_output=True)
+    return done.returncode == 0
+
+
+def _umount(target: Path) -> None:
+    subprocess.run(["umount", str(target)], capture_output=True)
+
+
+@pytest.mark.parametrize(("options", "reason"), [("size=64k", "No space left on device"),
+                                                 ("ro,size=1m", "Read-only file system")])
+def test_full_or_read_only_disk_gives_a_clear_error_and_no_partial_file(tmp_path, make_params, tiny_processed,
+                                                                        options, reason):
+    models = tmp_path / "models"
+    if not _mount_tmpfs(models, options):
+        pytest.skip("cannot mount a tmpfs here (needs root): the full/read-only disk case is not exercised")
+    try:
+        params = make_params(model__layer_sizes=[784, 64, 10], train__epochs=1)
+        with pytest.raises(PipelineError) as err:
+            train(params, "jit", tiny_processed, models / "jit.safetensors", tmp_path / "m.json", tmp_path / "h.csv")
+        message = str(err.value)
+        assert "models/jit.safetensors: cannot write" in message and reason in message and "\n" not in message
+        assert list(models.iterdir()) == []
+        assert not (tmp_path / "m.json").exists()
+    finally:
+        _umount(models)
+
+
+def test_read_only_folder_without_root(tmp_path, make_params, tiny_processed):
+    if os.geteuid() == 0:
+        pytest.skip("root ignores folder permissions; the tmpfs test above covers this case as root")
+    models = tmp_path / "models"
+    models.mkdir()
+    models.chmod(0o555)
+    with pytest.raises(PipelineError, match="cannot write"):
+        train(make_params(train__epochs=1), "jit", tiny_processed, models / "jit.safetensors",
+              tmp_path / "m.json", tmp_path / "h.csv")
+    assert list(models.iterdir()) == []
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    """A workspace where download and preprocess are done (real MNIST, 2,000 examples)."""
+    if not MIRROR:
+        pytest.skip("needs the real MNIST files: set MNIST_MIRROR to a folder with the four .gz files")
+    ws = make_workspace(tmp_path_factory.mktemp("faults"), "ws", variants=["jit"])
+    sh(ws, "snakemake", "--cores", "all", "--until", "preprocess")
+    return ws
+
+
+def _kill_training_when_it_runs(proc: subprocess.Popen, ws: Path, timeout: float = 240) -> None:
+    """SIGKILL the `mnist-pipeline train` process once its first epoch is logged."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the run ended before training could be killed"
+        for child in psutil.Process(proc.pid).children(recursive=True):
+            try:
+                cmdline = " ".join(child.cmdline())
+            except psutil.Error:
+                continue
+            if "mnist-pipeline" in cmdline and " train " in f"{cmdline} " and "epoch 1/" in _logs(ws):
+                child.send_signal(signal.SIGKILL)
+                return
+        time.sleep(0.2)
+    raise AssertionError("training never started")
+
+
+def _logs(ws: Path) -> str:
+    return "".join(p.read_text(errors="replace") for p in (ws / "logs").glob("train_*.log")) \
+        if (ws / "logs").exists() else ""
+
+
+@pytest.mark.slow
+@pytest.mark.real_data
+def test_kill_during_training_snakemake(prepared):
+    ws = prepared
+    set_params(ws, **{"train.epochs": 400})
+    proc = subprocess.Popen(["snakemake", "--cores", "all"], cwd=ws, env=env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    _kill_training_when_it_runs(proc, ws)
+    output, _ = proc.communicate(timeout=120)
+    assert proc.returncode != 0, output
+    assert not (ws / "models").exists() or not any((ws / "models").iterdir()), "a killed stage left a model"
+    assert not (ws / "metrics/train").exists() or not any((ws / "metrics/train").iterdir())
+    assert snakemake_planned(ws) == TRAINING_DONE_BY_KILL
+
+
+@pytest.mark.slow
+@pytest.mark.real_data
+def test_kill_during_training_dvc(prepared):
+    ws = prepared
+    set_params(ws, **{"train.epochs": 400})
+    sh(ws, "dvc", "commit", "-f", "download", "preprocess")  # what Snakemake made counts as done
+    proc = subprocess.Popen(["dvc", "repro"], cwd=ws, env=env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 240
+    killed = False
+    while time.monotonic() < deadline and not killed:
+        assert proc.poll() is None
+        for child in psutil.Process(proc.pid).children(recursive=True):
+            try:
+                cmdline = " ".join(child.cmdline())
+            except psutil.Error:
+                continue
+            if "mnist-pipeline" in cmdline and "train" in cmdline and child.cpu_times().user > 4:
+                child.send_signal(signal.SIGKILL)
+                killed = True
+                break
+        time.sleep(0.2)
+    assert killed
+    output, _ = proc.communicate(timeout=120)
+    assert proc.returncode != 0, output
+    assert not (ws / "models").exists() or not any((ws / "models").iterdir())
+    set_params(ws, **{"train.epochs": 1})
+    planned = sh(ws, "dvc", "repro", "--dry")
+    ran = {line.split("'")[1].split("@")[0] for line in planned.splitlines() if line.startswith("Running stage")}
+    assert ran == TRAINING_DONE_BY_KILL
+
+
+@pytest.mark.slow
+@pytest.mark.real_data
+@pytest.mark.parametrize("tool", ["snakemake", "dvc"])
+def test_two_runs_at_once_one_is_refused_by_the_lock(prepared, tool):
+    ws = prepared
+    set_params(ws, **{"train.epochs": 1})
+    command = ["snakemake", "--cores", "all"] if tool == "snakemake" else ["dvc", "repro"]
+    if tool == "dvc":
+        sh(ws, "snakemake", "--cores", "all")  # bring everything up to date first
+        sh(ws, "dvc", "commit", "-f")
+        set_params(ws, **{"profile.top_allocations": 7})
+    else:
+        set_params(ws, **{"profile.top_allocations": 9})
+    procs = [subprocess.Popen(command, cwd=ws, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True) for _ in range(2)]
+    results = [(p.wait(timeout=600), p.stdout.read()) for p in procs]
+    codes = sorted(code for code, _ in results)
+    assert codes[0] == 0 and codes[1] != 0, results
+    refused = next(out for code, out in results if code != 0)
+    expected = "cannot be locked" if tool == "snakemake" else "Unable to acquire lock"
+    assert expected in refused
+    assert (ws / "reports/report.html").is_file()

@@ -1,0 +1,76 @@
+"""A fresh copy of the repository to run the orchestrators in, and readers of what they did."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from conftest import MIRROR, ROOT
+
+ARTEFACT_DIRS = ("data/raw", "data/processed", "models", "metrics", "plots", "reports")
+
+
+def env() -> dict[str, str]:
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    return {**os.environ, "PATH": path, "MNIST_MIRROR": MIRROR or "", "GIT_AUTHOR_NAME": "ci",
+            "GIT_AUTHOR_EMAIL": "ci@localhost", "GIT_COMMITTER_NAME": "ci", "GIT_COMMITTER_EMAIL": "ci@localhost"}
+
+
+def sh(cwd: Path, *args: str) -> str:
+    done = subprocess.run(args, cwd=cwd, env=env(), capture_output=True, text=True, timeout=900)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, f"{' '.join(args)} failed:\n{output[-4000:]}"
+    return output
+
+
+def set_params(ws: Path, **changes: object) -> None:
+    params = yaml.safe_load((ws / "params.yaml").read_text())
+    for dotted, value in changes.items():
+        section, key = dotted.split(".")
+        params[section][key] = value
+    (ws / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def make_workspace(parent: Path, name: str, **params: object) -> Path:
+    """A fresh clone-like copy of the repository (tracked and unignored files) as its own git repo."""
+    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=ROOT,
+                           capture_output=True, text=True, check=True).stdout.split("\0")
+    ws = parent / name
+    for rel in filter(None, files):
+        src = ROOT / rel
+        if src.is_file() or src.is_symlink():
+            (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, ws / rel, follow_symlinks=False)
+    set_params(ws, **{"preprocess.max_train_examples": 2000, "train.epochs": 1, **params})
+    sh(ws, "git", "init", "-q")
+    sh(ws, "git", "add", "-A")
+    sh(ws, "git", "commit", "-qm", "workspace")
+    return ws
+
+
+def artefacts(ws: Path) -> dict[str, Path]:
+    found = {}
+    for folder in ARTEFACT_DIRS:
+        for path in (ws / folder).rglob("*"):
+            if path.is_file() and path.name != ".gitignore":
+                found[str(path.relative_to(ws))] = path
+    return found
+
+
+def snakemake_planned(ws: Path) -> set[str]:
+    """Rule names of the jobs a dry run would execute."""
+    out = sh(ws, "snakemake", "--cores", "all", "-n")
+    if "Nothing to be done" in out:
+        return set()
+    table = out.split("Job stats:", 1)[1]
+    return {m.group(1) for m in re.finditer(r"^(\w+)\s+\d+$", table, re.M)} - {"total", "all"}
+
+
+def dvc_ran(output: str) -> set[str]:
+    return {m.group(1).split("@")[0] for m in re.finditer(r"Running stage '([^']+)'", output)}

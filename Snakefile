@@ -19,6 +19,10 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/report.smk"
 
 
+onsuccess:
+    record_in_dvc()
+
+
 rule all:
     input:
         "reports/report.html",

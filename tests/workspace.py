@@ -16,14 +16,16 @@ from conftest import MIRROR, ROOT
 ARTEFACT_DIRS = ("data/raw", "data/processed", "models", "metrics", "plots", "reports")
 
 
-def env() -> dict[str, str]:
+def env(ws: Path | None = None) -> dict[str, str]:
+    """The test's Python tools first on PATH; inside a workspace, its own copy of the package."""
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    return {**os.environ, "PATH": path, "MNIST_MIRROR": MIRROR or "", "GIT_AUTHOR_NAME": "ci",
+    extra = {"PYTHONPATH": str(ws / "src")} if ws else {}
+    return {**os.environ, **extra, "PATH": path, "MNIST_MIRROR": MIRROR or "", "GIT_AUTHOR_NAME": "ci",
             "GIT_AUTHOR_EMAIL": "ci@localhost", "GIT_COMMITTER_NAME": "ci", "GIT_COMMITTER_EMAIL": "ci@localhost"}
 
 
 def sh(cwd: Path, *args: str) -> str:
-    done = subprocess.run(args, cwd=cwd, env=env(), capture_output=True, text=True, timeout=900)
+    done = subprocess.run(args, cwd=cwd, env=env(cwd), capture_output=True, text=True, timeout=900)
     output = done.stdout + done.stderr
     assert done.returncode == 0, f"{' '.join(args)} failed:\n{output[-4000:]}"
     return output
@@ -32,8 +34,11 @@ def sh(cwd: Path, *args: str) -> str:
 def set_params(ws: Path, **changes: object) -> None:
     params = yaml.safe_load((ws / "params.yaml").read_text())
     for dotted, value in changes.items():
-        section, key = dotted.split(".")
-        params[section][key] = value
+        *parents, key = dotted.split(".")
+        node = params
+        for part in parents:
+            node = node[part]
+        node[key] = value
     (ws / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 
 

@@ -1,5 +1,8 @@
 # Shared helpers: parameter checks, the stage -> params-keys table, code dependencies.
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 from mnist_jax_pipeline.config import validate as check_params
 from mnist_jax_pipeline.errors import PipelineError
@@ -68,3 +71,40 @@ def param_values(stage):
 def cli(args):
     """The stage command, its output also kept in the rule's log."""
     return f"mnist-pipeline {args} 2>&1 | tee {{log}}"
+
+
+def stage_outputs():
+    """{DVC stage name: its output paths} for every job of this workflow."""
+    stages = {}
+    for rule in workflow.rules:
+        if rule.name == "all":
+            continue
+        outputs = [str(o) for o in rule.output]
+        if any("{variant" in o for o in outputs):
+            for variant in VARIANTS:
+                stages[f"{rule.name}@{variant}"] = [
+                    o.split("{")[0] + variant + o.split("}", 1)[1] for o in outputs
+                ]
+        else:
+            stages[rule.name] = outputs
+    return stages
+
+
+def record_in_dvc():
+    """Let dvc.lock record what Snakemake produced (`dvc commit`), so `dvc status` agrees.
+
+    Runs only when some finished stage's outputs are newer than dvc.lock, so a no-op run
+    stays a no-op. MNIST_PIPELINE_DVC_COMMIT=0 turns it off.
+    """
+    if os.environ.get("MNIST_PIPELINE_DVC_COMMIT", "1") == "0" or not Path(".dvc").is_dir():
+        return
+    lock = Path("dvc.lock")
+    recorded = lock.stat().st_mtime if lock.exists() else 0.0
+    done, newer = [], False
+    for stage, outputs in stage_outputs().items():
+        paths = [Path(o) for o in outputs]
+        if all(p.exists() for p in paths):
+            done.append(stage)
+            newer = newer or any(p.stat().st_mtime > recorded for p in paths)
+    if done and newer:
+        subprocess.run(["dvc", "commit", "--force", "--quiet", *done], check=True)

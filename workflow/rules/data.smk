@@ -1,4 +1,10 @@
 # download -> preprocess
+# Folder outputs are declared through the files inside them, so Snakemake compares file
+# times only; DVC tracks the same folders whole (tests/test_orchestrators.py checks both).
+
+PROCESSED = expand("data/processed/{split}_{kind}.npy", split=["train", "val", "test"], kind=["images", "labels"]) + [
+    "data/processed/stats.json"
+]
 
 
 rule download:
@@ -7,7 +13,7 @@ rule download:
         CODE + "data/checksums.py",
         CODE + "data/idx.py",
     output:
-        directory("data/raw"),
+        "data/raw/manifest.json",
     params:
         values=param_values("download"),
     log:
@@ -19,10 +25,10 @@ rule download:
 
 rule preprocess:
     input:
-        "data/raw",
+        "data/raw/manifest.json",
         CODE + "data/preprocess.py",
     output:
-        directory("data/processed"),
+        PROCESSED,
     params:
         values=param_values("preprocess"),
     log:

@@ -1,9 +1,17 @@
 # profile (device memory of the jit model) -> report (HTML + Markdown, figures)
 
+# Every file of the report package (templates included): a template edit re-runs `report`.
+REPORT_CODE = sorted(
+    str(p) for p in Path(CODE, "report").rglob("*") if p.is_file() and p.suffix in {".py", ".j2"}
+)
+FIGURES = ["dataset_samples", "class_balance", "training_curves", "epoch_times", "per_class_recall"] + [
+    f"{kind}_{variant}" for kind in ("confusion", "misclassified") for variant in VARIANTS
+]
+
 
 rule profile:
     input:
-        "data/processed",
+        PROCESSED,
         "models/jit.safetensors",
         CODE + "profile.py",
         CODE + "pprof.py",
@@ -11,7 +19,8 @@ rule profile:
         CODE + "train.py",
         CODE + "evaluate.py",
     output:
-        directory("reports/profile"),
+        expand("reports/profile/{point}.prof", point=["init", "train_step", "evaluate"]),
+        "reports/profile/summary.json",
     params:
         values=param_values("profile"),
     log:
@@ -23,10 +32,11 @@ rule profile:
 
 rule report:
     input:
-        "data/raw",
-        "data/processed",
-        "reports/profile",
-        CODE + "report",
+        "data/raw/manifest.json",
+        "data/processed/stats.json",
+        "data/processed/test_images.npy",
+        "reports/profile/summary.json",
+        REPORT_CODE,
         CODE + "pprof.py",
         expand("metrics/train/{variant}.json", variant=VARIANTS),
         expand("plots/train/{variant}.csv", variant=VARIANTS),
@@ -44,8 +54,7 @@ rule report:
             category="Report",
         ),
         figures=report(
-            directory("reports/figures"),
-            patterns=["{name}.png"],
+            expand("reports/figures/{name}.png", name=FIGURES),
             caption="../report/figures.rst",
             category="Figures",
         ),

@@ -3,7 +3,7 @@
 
 rule train:
     input:
-        "data/processed",
+        PROCESSED,
         CODE + "train.py",
         CODE + "fused.py",
         CODE + "model.py",
@@ -24,7 +24,8 @@ rule train:
 
 rule evaluate:
     input:
-        "data/processed",
+        "data/processed/test_images.npy",
+        "data/processed/test_labels.npy",
         "models/{variant}.safetensors",
         CODE + "evaluate.py",
     output:

@@ -1,0 +1,71 @@
+"""Snakemake and DVC agree on what is up to date, whichever ran last (fast setting, real MNIST).
+
+Design: Snakemake's `onsuccess` runs `dvc commit` for the stages it finished, so dvc.lock
+records what Snakemake made; DVC's cache links files by hardlink, so `dvc checkout` brings
+back each artefact with the time it was made and Snakemake's time order still holds.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import MIRROR
+from workspace import dvc_ran, make_workspace, set_params, sh, snakemake_planned
+
+pytestmark = [pytest.mark.slow, pytest.mark.real_data]
+TEMPLATE = "src/mnist_jax_pipeline/report/templates/report.html.j2"
+
+
+@pytest.fixture(scope="module")
+def parent(tmp_path_factory):
+    if not MIRROR:
+        pytest.skip("needs the real MNIST files: set MNIST_MIRROR to a folder with the four .gz files")
+    return tmp_path_factory.mktemp("agree")
+
+
+@pytest.fixture(scope="module")
+def dvc_first(parent):
+    ws = make_workspace(parent, "dvc_first", variants=["jit"])
+    sh(ws, "dvc", "repro")
+    return ws
+
+
+@pytest.fixture(scope="module")
+def snakemake_first(parent):
+    ws = make_workspace(parent, "snakemake_first", variants=["jit"])
+    sh(ws, "snakemake", "--cores", "all")
+    return ws
+
+
+def test_1_dvc_repro_then_snakemake_has_nothing_to_do(dvc_first):
+    assert snakemake_planned(dvc_first) == set()
+
+
+def test_2_snakemake_then_dvc_status_is_up_to_date(snakemake_first):
+    assert "Data and pipelines are up to date" in sh(snakemake_first, "dvc", "status")
+    lock = (snakemake_first / "dvc.lock").read_text()
+    for stage in ("download:", "preprocess:", "train@jit:", "evaluate@jit:", "profile:", "report:"):
+        assert stage in lock
+    assert dvc_ran(sh(snakemake_first, "dvc", "repro")) == set()
+
+
+def test_3_checkout_of_old_parameters_reruns_nothing(snakemake_first):
+    ws = snakemake_first
+    sh(ws, "git", "add", "-A")
+    sh(ws, "git", "commit", "-qm", "first run")
+    set_params(ws, **{"train.epochs": 2})
+    assert dvc_ran(sh(ws, "dvc", "repro")) == {"train", "evaluate", "profile", "report"}
+    sh(ws, "git", "checkout", "--", "params.yaml", "dvc.lock")
+    sh(ws, "dvc", "checkout")
+    assert "Data and pipelines are up to date" in sh(ws, "dvc", "status")
+    assert snakemake_planned(ws) == set()
+
+
+def test_4_template_edit_reruns_report_only(dvc_first, snakemake_first):
+    for ws in (dvc_first, snakemake_first):
+        template = ws / TEMPLATE
+        template.write_text(template.read_text().replace("</body>", "<!-- edited --></body>"))
+    assert snakemake_planned(snakemake_first) == {"report"}
+    assert snakemake_planned(dvc_first) == {"report"}
+    assert dvc_ran(sh(dvc_first, "dvc", "repro")) == {"report"}
+    assert "edited" in (dvc_first / "reports/report.html").read_text()

@@ -63,7 +63,7 @@ def artefacts(ws: Path) -> dict[str, Path]:
     found = {}
     for folder in ARTEFACT_DIRS:
         for path in (ws / folder).rglob("*"):
-            if path.is_file() and path.name != ".gitignore":
+            if path.is_file() and path.name not in {".gitignore", ".snakemake_timestamp"}:
                 found[str(path.relative_to(ws))] = path
     return found
 

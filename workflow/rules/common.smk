@@ -98,6 +98,8 @@ def record_in_dvc():
     """
     if os.environ.get("MNIST_PIPELINE_DVC_COMMIT", "1") == "0" or not Path(".dvc").is_dir():
         return
+    if workflow.dryrun or workflow.touch:  # nothing was made
+        return
     lock = Path("dvc.lock")
     recorded = lock.stat().st_mtime if lock.exists() else 0.0
     done, newer = [], False

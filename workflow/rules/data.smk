@@ -1,10 +1,12 @@
 # download -> preprocess
-# Folder outputs are declared through the files inside them, so Snakemake compares file
-# times only; DVC tracks the same folders whole (tests/test_orchestrators.py checks both).
+# Output folders are declared through what they hold, so Snakemake compares file times
+# while DVC tracks the same folders whole (tests/test_orchestrators.py checks they agree).
+# Both rules may be shared between checkouts through Snakemake's between-workflow cache
+# (SNAKEMAKE_OUTPUT_CACHE=<dir> snakemake --cache --cores all).
 
-PROCESSED = expand("data/processed/{split}_{kind}.npy", split=["train", "val", "test"], kind=["images", "labels"]) + [
-    "data/processed/stats.json"
-]
+PROCESSED_FILES = [f"{split}_{kind}.npy" for split in ("train", "val", "test") for kind in ("images", "labels")]
+PROCESSED_FILES.append("stats.json")
+PROCESSED = [f"data/processed/{name}" for name in PROCESSED_FILES]
 
 
 rule download:
@@ -13,7 +15,11 @@ rule download:
         CODE + "data/checksums.py",
         CODE + "data/idx.py",
     output:
-        "data/raw/manifest.json",
+        manifest="data/raw/manifest.json",
+        arrays=directory("data/raw/arrays"),
+        idx=directory("data/raw/idx"),
+        tfds=directory("data/raw/tfds"),
+    cache: "omit-software"
     params:
         values=param_values("download"),
     log:
@@ -28,7 +34,8 @@ rule preprocess:
         "data/raw/manifest.json",
         CODE + "data/preprocess.py",
     output:
-        PROCESSED,
+        multiext("data/processed/", *PROCESSED_FILES),
+    cache: "omit-software"
     params:
         values=param_values("preprocess"),
     log:

@@ -18,6 +18,12 @@ ROOT = Path(__file__).resolve().parents[1]
 MIRROR = os.environ.get("MNIST_MIRROR")
 
 
+@pytest.fixture(autouse=True, scope="session")
+def own_exclusive_lock(tmp_path_factory):
+    """Stages run in tests take a lock of their own, not the checkout's (a pipeline may be running)."""
+    os.environ["MNIST_PIPELINE_LOCK"] = str(tmp_path_factory.mktemp("lock") / "exclusive.lock")
+
+
 def base_params() -> dict[str, Any]:
     """The repository's params.yaml as a dict."""
     return yaml.safe_load((ROOT / "params.yaml").read_text())

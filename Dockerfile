@@ -1,0 +1,183 @@
+# syntax=docker/dockerfile:1
+# mnist-jax-pipeline: one image per accelerator, identical except for the JAX extra.
+#
+#   docker build --target cpu    -t mnist-jax-pipeline:cpu    .
+#   docker build --target cuda12 -t mnist-jax-pipeline:cuda12 .   # CUDA/cuDNN from pip wheels
+#   docker build --target tpu    -t mnist-jax-pipeline:tpu    .
+#   docker run --rm -u "$(id -u):$(id -g)" -v "$PWD:/workspace" mnist-jax-pipeline:cpu  # snakemake --cores all
+#   docker run --rm -u "$(id -u):$(id -g)" -v "$PWD:/workspace" --gpus all mnist-jax-pipeline:cuda12
+#   docker run --rm -u "$(id -u):$(id -g)" -v "$PWD:/workspace" mnist-jax-pipeline:cpu dvc repro
+# (-u: outputs in the mounted checkout belong to you; without it the image's uid 1000 writes them)
+#
+# The image holds no package-index configuration. Builds behind a private mirror pass the
+# host's settings as optional BuildKit secrets, read only while a RUN step lasts:
+#   --secret id=aptsources,src=<sources.list or deb822 .sources>  (apt sources)
+#   --secret id=aptconf,src=<apt.conf snippet>                    (proxy, Check-Valid-Until...)
+#   --secret id=pipconf,src=<pip.conf>                            (index-url, extra-index-url...)
+#   --secret id=pipcert,src=<CA bundle>                           (when pip.conf says cert = /run/secrets/pipcert)
+# Without them the public Debian and PyPI defaults are used.
+# tests/container/run_podman.sh builds and runs the cpu target with Podman.
+
+# A Debian bookworm image with Python 3.11 on PATH as python3. Pinned by tag; a local
+# stand-in (tests/container/base-python.Containerfile) replaces it where no registry is reachable.
+ARG BASE_IMAGE=python:3.11-slim-bookworm
+# The numeric id of the image's non-root user (and of its group).
+ARG APP_UID=1000
+
+# ---------------------------------------------------------------------------------------------
+# pprof (github.com/google/pprof) from Debian's Go sources, built offline (GOPATH mode, no
+# module downloads). Static (CGO_ENABLED=0), so it runs on any runtime base.
+FROM ${BASE_IMAGE} AS pprof-builder
+# hadolint ignore=DL3008
+RUN --mount=type=secret,id=aptsources,target=/run/secrets/aptsources \
+    --mount=type=secret,id=aptconf,target=/run/secrets/aptconf \
+    set -eu; \
+    set --; \
+    if [ -s /run/secrets/aptconf ]; then set -- "$@" -c /run/secrets/aptconf; fi; \
+    if [ -s /run/secrets/aptsources ]; then \
+      d="$(mktemp -d)"; ext=list; \
+      if grep -q '^Types:' /run/secrets/aptsources; then ext=sources; fi; \
+      cp /run/secrets/aptsources "$d/host.$ext"; \
+      set -- "$@" -o "Dir::Etc::SourceParts=$d" -o "Dir::Etc::SourceList=$d/none.list"; \
+    fi; \
+    apt-get "$@" update; \
+    DEBIAN_FRONTEND=noninteractive apt-get "$@" install -y --no-install-recommends \
+      golang-go golang-github-google-pprof-dev; \
+    rm -rf /var/lib/apt/lists/* "${d:-/nonexistent}"
+RUN GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE=/tmp/gocache GOFLAGS='' CGO_ENABLED=0 \
+      go build -trimpath -o /out/pprof github.com/google/pprof \
+    && /out/pprof -h >/dev/null 2>&1 \
+    && rm -rf /tmp/gocache
+
+# ---------------------------------------------------------------------------------------------
+# What every target shares: Graphviz (pprof's graphs), git (DVC), the venv, the user.
+FROM ${BASE_IMAGE} AS runtime-base
+# hadolint ignore=DL3008
+RUN --mount=type=secret,id=aptsources,target=/run/secrets/aptsources \
+    --mount=type=secret,id=aptconf,target=/run/secrets/aptconf \
+    set -eu; \
+    set --; \
+    if [ -s /run/secrets/aptconf ]; then set -- "$@" -c /run/secrets/aptconf; fi; \
+    if [ -s /run/secrets/aptsources ]; then \
+      d="$(mktemp -d)"; ext=list; \
+      if grep -q '^Types:' /run/secrets/aptsources; then ext=sources; fi; \
+      cp /run/secrets/aptsources "$d/host.$ext"; \
+      set -- "$@" -o "Dir::Etc::SourceParts=$d" -o "Dir::Etc::SourceList=$d/none.list"; \
+    fi; \
+    apt-get "$@" update; \
+    DEBIAN_FRONTEND=noninteractive apt-get "$@" install -y --no-install-recommends \
+      ca-certificates git graphviz; \
+    rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin "${d:-/nonexistent}"
+
+# DVC and Snakemake call git inside the bind-mounted checkout, which belongs to the host's
+# user, not to the container's: without this git refuses it ("dubious ownership").
+RUN git config --system --add safe.directory '*'
+
+COPY --from=pprof-builder /out/pprof /usr/local/bin/pprof
+
+# A venv on both bases (the official python image and Debian's python3), so nothing below
+# depends on where the base keeps its interpreter.
+ENV VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_ROOT_USER_ACTION=ignore
+# pip itself is upgraded so that the same resolver runs on both bases
+# hadolint ignore=DL3013
+RUN --mount=type=secret,id=pipconf,target=/run/secrets/pipconf \
+    --mount=type=secret,id=pipcert,target=/run/secrets/pipcert \
+    set -eu; \
+    if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \
+    python3 -m venv "$VIRTUAL_ENV"; \
+    pip install --no-cache-dir --upgrade pip "setuptools>=69" wheel
+
+# The pipeline shares the GPU between processes: Snakemake runs independent stages side by
+# side and JAX's default preallocation of 75% of device memory per process makes the second
+# one fail with OOM, although the MLP needs well under 1 GiB. Allocate on demand instead.
+# (Timed stages hold the pipeline's exclusive lock, so this costs them nothing measurable.)
+ENV XLA_PYTHON_CLIENT_PREALLOCATE=false
+
+# The non-root user. Its home is world-writable (sticky) so that `--user "$(id -u):$(id -g)"`,
+# which makes files in a bind-mounted checkout belong to the host's user, still finds a
+# writable HOME for the Matplotlib, Snakemake and TFDS caches.
+ARG APP_UID
+RUN groupadd --gid "${APP_UID}" app \
+    && useradd --uid "${APP_UID}" --gid "${APP_UID}" --create-home --home-dir /home/app --shell /bin/sh app \
+    && chmod 1777 /home/app \
+    && mkdir -p /workspace \
+    && chown app:app /workspace
+ENV HOME=/home/app
+
+# Third-party requirements, read from pyproject.toml alone: this layer and the dependency
+# layers below are rebuilt only when pyproject.toml changes, not on every source edit.
+COPY pyproject.toml /opt/mnist-jax-pipeline/pyproject.toml
+RUN python3 -c 'import pathlib, tomllib; \
+p = tomllib.loads(pathlib.Path("/opt/mnist-jax-pipeline/pyproject.toml").read_text())["project"]; \
+out = pathlib.Path("/opt/mnist-jax-pipeline/requirements"); out.mkdir(); \
+[(out / f"{e}.txt").write_text("\n".join(p["dependencies"] + p.get("optional-dependencies", {}).get(e, [])) + "\n") \
+ for e in ("cpu", "cuda12", "tpu")]'
+
+WORKDIR /workspace
+CMD ["snakemake", "--cores", "all"]
+
+# ---------------------------------------------------------------------------------------------
+# The three targets: dependencies (a cached layer; downloads kept in a build cache mount, not
+# in the image), then the package itself without dependencies.
+FROM runtime-base AS cpu
+# hadolint ignore=DL3042
+RUN --mount=type=secret,id=pipconf,target=/run/secrets/pipconf \
+    --mount=type=secret,id=pipcert,target=/run/secrets/pipcert \
+    --mount=type=cache,target=/var/cache/pip,sharing=locked \
+    set -eu; \
+    if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \
+    PIP_CACHE_DIR=/var/cache/pip pip install -r /opt/mnist-jax-pipeline/requirements/cpu.txt
+COPY pyproject.toml README.md* /opt/mnist-jax-pipeline/
+COPY src /opt/mnist-jax-pipeline/src
+RUN export HOME=/tmp/build-home \
+    && pip install --no-cache-dir --no-deps --no-build-isolation /opt/mnist-jax-pipeline \
+    && pip check \
+    && mnist-pipeline --help >/dev/null \
+    && rm -rf /tmp/build-home
+ARG APP_UID
+USER ${APP_UID}:${APP_UID}
+
+# jax[cuda12]: the CUDA 12 runtime, cuBLAS, cuDNN... come as nvidia-* pip wheels that
+# jaxlib finds by itself; no LD_LIBRARY_PATH, no CUDA base image. Needs the host's NVIDIA
+# driver (docker run --gpus all / nvidia-container-toolkit).
+FROM runtime-base AS cuda12
+# hadolint ignore=DL3042
+RUN --mount=type=secret,id=pipconf,target=/run/secrets/pipconf \
+    --mount=type=secret,id=pipcert,target=/run/secrets/pipcert \
+    --mount=type=cache,target=/var/cache/pip,sharing=locked \
+    set -eu; \
+    if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \
+    PIP_CACHE_DIR=/var/cache/pip pip install -r /opt/mnist-jax-pipeline/requirements/cuda12.txt
+COPY pyproject.toml README.md* /opt/mnist-jax-pipeline/
+COPY src /opt/mnist-jax-pipeline/src
+RUN export HOME=/tmp/build-home \
+    && pip install --no-cache-dir --no-deps --no-build-isolation /opt/mnist-jax-pipeline \
+    && pip check \
+    && mnist-pipeline --help >/dev/null \
+    && rm -rf /tmp/build-home
+ARG APP_UID
+USER ${APP_UID}:${APP_UID}
+
+# jax[tpu]: libtpu from PyPI; run on a Cloud TPU VM with --privileged --net host.
+FROM runtime-base AS tpu
+# hadolint ignore=DL3042
+RUN --mount=type=secret,id=pipconf,target=/run/secrets/pipconf \
+    --mount=type=secret,id=pipcert,target=/run/secrets/pipcert \
+    --mount=type=cache,target=/var/cache/pip,sharing=locked \
+    set -eu; \
+    if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \
+    PIP_CACHE_DIR=/var/cache/pip pip install -r /opt/mnist-jax-pipeline/requirements/tpu.txt
+COPY pyproject.toml README.md* /opt/mnist-jax-pipeline/
+COPY src /opt/mnist-jax-pipeline/src
+RUN export HOME=/tmp/build-home \
+    && pip install --no-cache-dir --no-deps --no-build-isolation /opt/mnist-jax-pipeline \
+    && pip check \
+    && mnist-pipeline --help >/dev/null \
+    && rm -rf /tmp/build-home
+ARG APP_UID
+USER ${APP_UID}:${APP_UID}

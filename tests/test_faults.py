@@ -12,10 +12,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from conftest import MIRROR
 from mnist_jax_pipeline.errors import PipelineError
 from mnist_jax_pipeline.train import train
-
-from conftest import MIRROR
 from workspace import dvc_ran, env, make_workspace, set_params, sh, snakemake_planned
 
 TRAINING_DONE_BY_KILL = {"train", "evaluate", "profile", "report"}

@@ -49,6 +49,15 @@ def split_indices(count: int, config: PreprocessConfig) -> tuple[np.ndarray, np.
     return np.sort(shuffled[n_val:]), np.sort(shuffled[:n_val])
 
 
+def affine(config: PreprocessConfig, mean: float, std: float) -> tuple[float, float]:
+    """(scale, offset) of the per-pixel map value -> scale * value + offset that preprocessing applies."""
+    if config.normalize == "unit":
+        return 1 / 255, 0.0
+    if config.normalize == "standardize":
+        return 1 / std, -mean / std
+    return 1.0, 0.0
+
+
 def transform(images: np.ndarray, config: PreprocessConfig, mean: float, std: float) -> np.ndarray:
     """Scale uint8 images as configured and flatten them when asked."""
     out = images.astype(np.float32)
@@ -59,7 +68,16 @@ def transform(images: np.ndarray, config: PreprocessConfig, mean: float, std: fl
     return out.reshape(len(out), 28 * 28) if config.flatten else out
 
 
-def _split_stats(images: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
+def pixel_moments(images: np.ndarray) -> tuple[float, float]:
+    """Mean and standard deviation of uint8 pixels, exactly, from their 256-bin histogram."""
+    counts = np.bincount(images.ravel(), minlength=256).astype(np.float64)
+    values = np.arange(256, dtype=np.float64)
+    mean = float(counts @ values / counts.sum())
+    return mean, float(np.sqrt(counts @ (values - mean) ** 2 / counts.sum()))
+
+
+def _split_stats(images: np.ndarray, labels: np.ndarray, scale: float, offset: float) -> dict[str, Any]:
+    """Counts, class balance, and the processed pixels' statistics (derived from the uint8 source)."""
     histogram = np.bincount(labels, minlength=NUM_CLASSES)
     total = max(int(histogram.sum()), 1)
     stats: dict[str, Any] = {
@@ -68,12 +86,9 @@ def _split_stats(images: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
         "class_balance": [round(int(c) / total, 6) for c in histogram],
     }
     if images.size:
-        stats["pixels"] = {
-            "mean": float(images.mean(dtype=np.float64)),
-            "std": float(images.std(dtype=np.float64)),
-            "min": float(images.min()),
-            "max": float(images.max()),
-        }
+        mean, std = pixel_moments(images)
+        low, high = scale * float(images.min()) + offset, scale * float(images.max()) + offset
+        stats["pixels"] = {"mean": scale * mean + offset, "std": abs(scale) * std, "min": low, "max": high}
     return stats
 
 
@@ -85,8 +100,9 @@ def preprocess(config: PreprocessConfig, raw_dir: str | Path = "data/raw",
     train_idx, val_idx = split_indices(len(train_labels), config)
     mean, std = 0.0, 1.0
     if config.normalize == "standardize":
-        fit = train_images[train_idx]
-        mean, std = float(fit.mean(dtype=np.float64)), float(fit.std(dtype=np.float64)) or 1.0
+        mean, std = pixel_moments(train_images[train_idx])
+        std = std or 1.0
+    scale, offset = affine(config, mean, std)
     parts = {
         "train": (train_images[train_idx], train_labels[train_idx]),
         "val": (train_images[val_idx], train_labels[val_idx]),
@@ -108,7 +124,7 @@ def preprocess(config: PreprocessConfig, raw_dir: str | Path = "data/raw",
             processed = transform(images, config, mean, std)
             io.save_array(tmp / f"{split}_images.npy", processed)
             io.save_array(tmp / f"{split}_labels.npy", labels.astype(np.int32))
-            stats["splits"][split] = _split_stats(processed, labels)
+            stats["splits"][split] = _split_stats(images, labels, scale, offset)
         io.write_json(tmp / "stats.json", stats)
     return stats
 

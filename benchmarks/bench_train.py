@@ -121,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         "first_epoch_seconds": {v: round(r["first_epoch_seconds"], 6) for v, r in results.items()},
         "compile_seconds": {v: None if r["compile_seconds"] is None else round(r["compile_seconds"], 6)
                             for v, r in results.items()},
+        "all_epoch_seconds": {v: [round(s, 4) for s in r["all_epoch_seconds"]] for v, r in results.items()},
         "gemm_gflops": round(peak, 2),
         "epoch_gflop": round(gflop, 3),
         "roofline_seconds": round(gflop / peak, 6),

@@ -10,10 +10,9 @@ import sys
 import numpy as np
 import pytest
 
+from conftest import ROOT
 from mnist_jax_pipeline.evaluate import load_model
 from mnist_jax_pipeline.train import train
-
-from conftest import ROOT
 
 # Same bound as jit vs nojit (tests/test_train.py): the scan reorders no arithmetic, XLA only
 # fuses it differently. Measured difference on the tiny data: 0.0 (bit-identical), shuffled or not.

@@ -7,6 +7,8 @@ preprocess and what follows it, never download.
 
 from __future__ import annotations
 
+import zipfile
+
 import pytest
 
 from conftest import MIRROR
@@ -44,6 +46,15 @@ def test_second_runs_do_nothing(runs):
     assert snakemake_planned(snake) == set()
     assert "Data and pipelines are up to date" in sh(dvc, "dvc", "status")
     assert dvc_ran(sh(dvc, "dvc", "repro")) == set()
+
+
+def test_snakemake_report_bundles_the_outputs(runs):
+    snake, _ = runs
+    sh(snake, "snakemake", "--report", "report.zip")
+    with zipfile.ZipFile(snake / "report.zip") as bundle:
+        names = bundle.namelist()
+    assert any(name.endswith("report.html") for name in names)
+    assert any(name.endswith("training_curves.png") for name in names)
 
 
 def test_dvc_metrics_list_both_variants(runs):

@@ -139,6 +139,8 @@ RUN export HOME=/tmp/build-home \
     && pip check \
     && mnist-pipeline --help >/dev/null \
     && rm -rf /tmp/build-home
+# The mounted checkout's code runs, the code DVC and Snakemake hash (the installed copy is the fallback).
+ENV PYTHONPATH=/workspace/src
 ARG APP_UID
 USER ${APP_UID}:${APP_UID}
 
@@ -160,6 +162,8 @@ RUN export HOME=/tmp/build-home \
     && pip check \
     && mnist-pipeline --help >/dev/null \
     && rm -rf /tmp/build-home
+# The mounted checkout's code runs, the code DVC and Snakemake hash (the installed copy is the fallback).
+ENV PYTHONPATH=/workspace/src
 ARG APP_UID
 USER ${APP_UID}:${APP_UID}
 
@@ -179,5 +183,7 @@ RUN export HOME=/tmp/build-home \
     && pip check \
     && mnist-pipeline --help >/dev/null \
     && rm -rf /tmp/build-home
+# The mounted checkout's code runs, the code DVC and Snakemake hash (the installed copy is the fallback).
+ENV PYTHONPATH=/workspace/src
 ARG APP_UID
 USER ${APP_UID}:${APP_UID}

@@ -26,6 +26,8 @@ from typing import Any
 
 import yaml
 
+from mnist_jax_pipeline.io import write_json
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
@@ -147,7 +149,7 @@ def main() -> int:
         "noop_ratio_dvc": round(noop["dvc_pipeline"] / noop["dvc_bare_5_stages"], 3),
     }
     if args.output:
-        args.output.write_text(json.dumps(result, indent=2) + "\n")
+        write_json(args.output, result)
     if args.json:
         print(json.dumps(result, indent=2))
     else:

@@ -29,6 +29,7 @@ import numpy as np
 from mnist_jax_pipeline.config import NUM_CLASSES, TrainConfig
 from mnist_jax_pipeline.data.checksums import SPLIT_FILES
 from mnist_jax_pipeline.data.idx import read_pair
+from mnist_jax_pipeline.io import write_json
 from mnist_jax_pipeline.model import init_params, one_hot
 from mnist_jax_pipeline.runtime import device_info
 from mnist_jax_pipeline.train import Dataset, batch_bounds, make_optimizer, run_epochs
@@ -137,8 +138,7 @@ def main(argv: list[str] | None = None) -> int:
                                 "python": info["python_version"]},
                    "host_cpu_count": info["host_cpu_count"]})
     if args.output:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(json.dumps(report, indent=2) + "\n")
+        write_json(args.output, report)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0

@@ -76,3 +76,20 @@ def test_digest_changes_with_any_parameter():
     a = validate(base_params())
     b = validate(with_change("preprocess.seed", 1))
     assert a.digest() != b.digest()
+
+
+def test_variants_must_include_jit():
+    with pytest.raises(PipelineError, match="variants must include jit"):
+        validate(with_change("variants", ["nojit"]))
+
+
+def test_snakemake_refuses_config_overrides():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    snakemake = Path(sys.executable).parent / "snakemake"
+    done = subprocess.run([str(snakemake), "-n", "--cores", "1", "--config", "variants=[jit]"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "overrides are not used by the stages; edit params.yaml instead" in done.stdout + done.stderr

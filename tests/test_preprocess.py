@@ -22,8 +22,10 @@ def test_defaults_reproduce_the_tutorial_input(tiny_raw, make_params):
 
 def test_normalisation_options(tiny_raw, make_params):
     out = tiny_raw.parent / "unit"
-    preprocess(make_params(preprocess__normalize="unit").preprocess, tiny_raw, out)
-    assert np.load(out / "train_images.npy").max() <= 1.0
+    stats = preprocess(make_params(preprocess__normalize="unit").preprocess, tiny_raw, out)
+    raw = np.load(tiny_raw / "arrays/train_images.npy").reshape(600, 784)
+    np.testing.assert_allclose(np.load(out / "train_images.npy"), raw / np.float32(255), rtol=1e-6)
+    assert stats["splits"]["train"]["pixels"]["max"] == 250 / 255
     out = tiny_raw.parent / "std"
     preprocess(make_params(preprocess__normalize="standardize").preprocess, tiny_raw, out)
     train = np.load(out / "train_images.npy")

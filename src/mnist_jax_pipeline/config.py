@@ -69,9 +69,11 @@ class Params:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def digest(self) -> str:
-        """SHA-256 of the canonical JSON of all parameters."""
-        canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+    def digest(self, *sections: str) -> str:
+        """SHA-256 of the canonical JSON of the given top-level sections (all when none are given)."""
+        values = self.to_dict()
+        chosen = {key: values[key] for key in sections} if sections else values
+        canonical = json.dumps(chosen, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -120,6 +122,8 @@ def validate(raw: Any, source: str = "params.yaml") -> Params:
         variants=tuple(raw["variants"]),
         profile=ProfileConfig(**raw["profile"]),
     )
+    if "jit" not in params.variants:
+        raise PipelineError(f"{source}: variants must include jit (the profile stage profiles the jit model)")
     sizes = params.model.layer_sizes
     if sizes[0] != IMAGE_PIXELS:
         raise PipelineError(

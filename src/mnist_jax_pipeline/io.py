@@ -90,7 +90,12 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
         if path.exists():
             old = path.with_name(f"{TMP_PREFIX}{path.name}.old-{os.getpid()}")
             os.replace(path, old)
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except OSError:
+            if old is not None:  # put the earlier output back
+                os.replace(old, path)
+            raise
         _fsync_dir(path.parent)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)

@@ -242,7 +242,7 @@ def train(params_cfg: Params, variant: str, processed_dir: str | Path, model_pat
         **lock_record,
     }
     metadata = {"variant": variant, "layer_sizes": ",".join(map(str, params_cfg.model.layer_sizes)),
-                "params_sha256": params_cfg.digest(), "jax_version": jax.__version__}
+                "params_sha256": params_cfg.digest("model", "train"), "jax_version": jax.__version__}
     io.save_params(model_path, to_named_arrays(params), metadata)
     io.write_json(metrics_path, metrics)
     io.write_text(history_path, _history_csv(history))

@@ -4,6 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
 from mnist_jax_pipeline.config import validate as check_params
 from mnist_jax_pipeline.errors import PipelineError
 
@@ -11,6 +13,8 @@ try:
     check_params(config, "params.yaml")
 except PipelineError as err:  # one line naming the key, before any job is scheduled
     sys.exit(f"error: {err}")
+if config != yaml.safe_load(Path("params.yaml").read_text()):  # every stage reads params.yaml itself
+    sys.exit("error: --config/--configfile overrides are not used by the stages; edit params.yaml instead")
 
 CODE = "src/mnist_jax_pipeline/"
 VARIANTS = list(config["variants"])
@@ -53,7 +57,7 @@ STAGE_PARAMS = {
         "train.shuffle_seed",
         "profile.top_allocations",
     ],
-    "report": ["variants"],
+    "report": ["data", "preprocess", "model", "train", "variants", "profile"],  # it shows them all
 }
 
 
@@ -73,28 +77,24 @@ def cli(args):
     return f"mnist-pipeline {args} 2>&1 | tee {{log}}"
 
 
-def stage_outputs():
-    """{DVC stage name: its output paths} for every job of this workflow."""
+def dag_stages():
+    """{DVC stage name: its output paths} for the jobs of this run's DAG (run or found up to date)."""
     stages = {}
-    for rule in workflow.rules:
-        if rule.name == "all":
+    for job in workflow.dag.jobs:
+        if job.rule.name == "all":
             continue
-        outputs = [str(o) for o in rule.output]
-        if any("{variant" in o for o in outputs):
-            for variant in VARIANTS:
-                stages[f"{rule.name}@{variant}"] = [
-                    o.split("{")[0] + variant + o.split("}", 1)[1] for o in outputs
-                ]
-        else:
-            stages[rule.name] = outputs
+        variant = job.wildcards_dict.get("variant")
+        name = f"{job.rule.name}@{variant}" if variant else job.rule.name
+        stages[name] = [str(path) for path in job.output]
     return stages
 
 
 def record_in_dvc():
     """Let dvc.lock record what Snakemake produced (`dvc commit`), so `dvc status` agrees.
 
-    Runs only when some finished stage's outputs are newer than dvc.lock, so a no-op run
-    stays a no-op. MNIST_PIPELINE_DVC_COMMIT=0 turns it off.
+    Only the stages of this run's DAG are committed: Snakemake has just made them, or checked
+    that they are up to date. It runs only when one of their outputs is newer than dvc.lock,
+    so a no-op run stays a no-op. MNIST_PIPELINE_DVC_COMMIT=0 turns it off.
     """
     if os.environ.get("MNIST_PIPELINE_DVC_COMMIT", "1") == "0" or not Path(".dvc").is_dir():
         return
@@ -103,10 +103,11 @@ def record_in_dvc():
     lock = Path("dvc.lock")
     recorded = lock.stat().st_mtime if lock.exists() else 0.0
     done, newer = [], False
-    for stage, outputs in stage_outputs().items():
+    for stage, outputs in dag_stages().items():
         paths = [Path(o) for o in outputs]
         if all(p.exists() for p in paths):
             done.append(stage)
             newer = newer or any(p.stat().st_mtime > recorded for p in paths)
     if done and newer:
-        subprocess.run(["dvc", "commit", "--force", "--quiet", *done], check=True)
+        subprocess.run(["dvc", "commit", "--force", "--quiet", *sorted(done)], check=True)
+        lock.touch()  # DVC leaves an unchanged dvc.lock untouched; mark it as checked now

@@ -1,0 +1,54 @@
+"""The tutorial MLP: sizes, initialisation, prediction and loss, checked against NumPy."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mnist_jax_pipeline.model import (
+    batched_predict,
+    from_named_arrays,
+    init_params,
+    layer_sizes_of,
+    loss,
+    one_hot,
+    to_named_arrays,
+)
+
+SIZES = [784, 512, 512, 10]
+
+
+def test_parameter_count_and_shapes():
+    params = init_params(SIZES, jax.random.PRNGKey(0), 0.01)
+    assert [w.shape for w, _ in params] == [(512, 784), (512, 512), (10, 512)]
+    assert sum(w.size + b.size for w, b in params) == 669_706
+    assert layer_sizes_of(params) == SIZES
+
+
+def test_initialisation_is_scale_times_normal_and_reproducible():
+    a = init_params(SIZES, jax.random.PRNGKey(0), 0.01)
+    b = init_params(SIZES, jax.random.PRNGKey(0), 0.01)
+    assert all(np.array_equal(wa, wb) for (wa, _), (wb, _) in zip(a, b, strict=True))
+    assert abs(float(jnp.std(a[0][0])) - 0.01) < 2e-4
+    c = init_params(SIZES, jax.random.PRNGKey(1), 0.01)
+    assert not np.array_equal(a[0][0], c[0][0])
+
+
+def test_predict_and_loss_match_numpy():
+    params = init_params([784, 16, 10], jax.random.PRNGKey(3), 0.1)
+    x = np.random.default_rng(0).random((5, 784), dtype=np.float32)
+    labels = np.array([0, 3, 9, 3, 1])
+    (w0, b0), (w1, b1) = [(np.asarray(w, np.float64), np.asarray(b, np.float64)) for w, b in params]
+    logits = np.maximum(0, x @ w0.T + b0) @ w1.T + b1
+    log_probs = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+    np.testing.assert_allclose(batched_predict(params, x), log_probs, rtol=1e-4, atol=1e-5)
+    targets = one_hot(labels, 10)
+    expected = -np.mean(log_probs * np.eye(10)[labels])  # mean over examples and classes, as the tutorial
+    np.testing.assert_allclose(float(loss(params, x, targets)), expected, rtol=1e-4)
+
+
+def test_named_arrays_round_trip():
+    params = init_params([784, 8, 10], jax.random.PRNGKey(0), 0.01)
+    named = to_named_arrays(params)
+    assert sorted(named) == ["layer0.bias", "layer0.weight", "layer1.bias", "layer1.weight"]
+    back = from_named_arrays(named)
+    assert all(np.array_equal(w, v) for (w, _), (v, _) in zip(params, back, strict=True))

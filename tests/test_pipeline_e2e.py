@@ -65,6 +65,16 @@ def test_dvc_metrics_list_both_variants(runs):
     assert "test_accuracy" in shown
 
 
+def test_dvc_plots_render_curves_and_confusion_matrices(runs):
+    _, dvc = runs
+    output = sh(dvc, "dvc", "plots", "show", "-o", "dvc_plots")
+    assert "failed to load" not in output
+    page = (dvc / "dvc_plots" / "index.html").read_text()
+    for title in ("Training loss per epoch", "Seconds per epoch", "Confusion matrix (jit)",
+                  "Confusion matrix (nojit)", "Test accuracy per epoch (jit)"):
+        assert title in page
+
+
 def test_dvc_experiment_reruns_train_and_what_follows(runs):
     _, dvc = runs
     ran = dvc_ran(sh(dvc, "dvc", "exp", "run", "--set-param", "train.epochs=2"))

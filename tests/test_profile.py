@@ -93,6 +93,9 @@ def test_train_step_top_allocation_is_a_model_array(run: dict[str, Any]) -> None
     assert top["bytes"] >= s["expected_bytes"]["layer0.weight"]
     assert top["labels"]["kind"] == "buffer"
     assert "32x784 float32 weight of layer 0" in s["points"]["init"]["explanation"]
+    # the step holds a batch of 64x784 floats (200,704 bytes), the largest array at these sizes
+    assert top["bytes"] % (BATCH * 784 * 4) == 0
+    assert f"a batch of {BATCH} images" in s["points"]["train_step"]["explanation"]
 
 
 def test_peak_memory_names_its_source(run: dict[str, Any]) -> None:

@@ -149,20 +149,23 @@ def test_kill_during_training_dvc(prepared):
 @pytest.mark.parametrize("tool", ["snakemake", "dvc"])
 def test_two_runs_at_once_one_is_refused_by_the_lock(prepared, tool):
     ws = prepared
-    set_params(ws, **{"train.epochs": 1})
     command = ["snakemake", "--cores", "all"] if tool == "snakemake" else ["dvc", "repro"]
     if tool == "dvc":
+        set_params(ws, **{"train.epochs": 1})
         sh(ws, "snakemake", "--cores", "all")  # everything up to date, and recorded in dvc.lock
-        set_params(ws, **{"profile.top_allocations": 7})
-    else:
-        set_params(ws, **{"profile.top_allocations": 9})
-    procs = [subprocess.Popen(command, cwd=ws, env=env(ws), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True) for _ in range(2)]
-    results = [(p.wait(timeout=600), p.stdout.read()) for p in procs]
-    codes = sorted(code for code, _ in results)
-    assert codes[0] == 0 and codes[1] != 0, results
-    refused = next(out for code, out in results if code != 0)
+    set_params(ws, **{"train.epochs": 20 if tool == "snakemake" else 21})  # a run long enough to overlap
+    first = subprocess.Popen(command, cwd=ws, env=env(ws), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True)
+    deadline = time.monotonic() + 120
+    while _training_process(first) is None:  # the first run holds its lock once a stage runs
+        assert first.poll() is None and time.monotonic() < deadline, "the first run never started training"
+        time.sleep(0.2)
+    second = subprocess.run(command, cwd=ws, env=env(ws), capture_output=True, text=True, timeout=300)
+    output, _ = first.communicate(timeout=600)
+    assert first.returncode == 0, output
+    assert second.returncode != 0, second.stdout + second.stderr
     # DVC refuses through its repository lock or through the read/write lock on the outputs.
     expected = ("cannot be locked",) if tool == "snakemake" else ("Unable to acquire lock", "is being blocked by")
+    refused = second.stdout + second.stderr
     assert any(text in refused for text in expected), refused
     assert (ws / "reports/report.html").is_file()

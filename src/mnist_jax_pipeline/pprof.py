@@ -192,6 +192,12 @@ def _labels(path: Path, table: list[str], labels: Any) -> dict[str, Any]:
     return out
 
 
+def short_frame(frame: str) -> str:
+    """'function /long/path/file.py:12' -> 'function (file.py:12)'."""
+    name, _, place = frame.rpartition(" ")
+    return f"{name} ({Path(place).name})" if name and place else frame
+
+
 def origin(stack: list[str]) -> str | None:
     """The innermost frame outside installed packages (the caller's own code), or None."""
     for frame in stack:

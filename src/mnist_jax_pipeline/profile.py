@@ -140,12 +140,6 @@ def _match(row: dict[str, Any], candidates: list[Candidate]) -> str | None:
     return None
 
 
-def _short(frame: str) -> str:
-    """'function /long/path/file.py:12' -> 'function (file.py:12)'."""
-    name, _, place = frame.rpartition(" ")
-    return f"{name} ({Path(place).name})" if name else frame
-
-
 def explain(summary: dict[str, Any], candidates: list[Candidate]) -> str:
     """One sentence relating the largest allocation of a snapshot to the model and data."""
     total = summary["total_bytes"]
@@ -154,7 +148,7 @@ def explain(summary: dict[str, Any], candidates: list[Candidate]) -> str:
     top = summary["top"][0]
     share = f"{top['bytes'] / total:.0%} of the {total:,} bytes live"
     kind = top["labels"].get("kind", "allocation")
-    where = f", allocated in {_short(top['origin'])}," if top.get("origin") else ""
+    where = f", allocated in {pprof.short_frame(top['origin'])}," if top.get("origin") else ""
     what = _match(top, candidates)
     if what is None:
         return (f"The largest {kind}, {top['count']} x {top['bytes'] // max(top['count'], 1):,}"

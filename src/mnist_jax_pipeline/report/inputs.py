@@ -30,6 +30,7 @@ TRAIN_KEYS = (
     "backend",
     "device_kind",
 )
+TRAIN_NUMBERS = tuple(key for key in TRAIN_KEYS if key not in ("variant", "backend", "device_kind"))
 EVAL_KEYS = ("variant", "test_accuracy", "test_examples", "misclassified", "per_class")
 DETAILS_KEYS = ("variant", "confusion_matrix", "misclassified_indices", "true", "predicted")
 
@@ -134,14 +135,7 @@ def read_variant(variant: str, test_count: int) -> VariantResults:
     _check_variant(train, variant, train_path, trained)
     _numbers(
         train,
-        (
-            "epochs",
-            "compile_seconds",
-            "first_epoch_seconds",
-            "epoch_seconds_median",
-            "final_test_accuracy",
-            "peak_rss_bytes",
-        ),
+        TRAIN_NUMBERS,
         train_path,
         trained,
         nullable=("compile_seconds",),

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PipelineError
-from ..pprof import INSTALL_HINT
+from ..pprof import INSTALL_HINT, short_frame
 
 POINT_ORDER = ("init", "train_step", "evaluate")  # the profile stage's order; others follow
 SVG_NS = "http://www.w3.org/2000/svg"
@@ -141,12 +141,6 @@ def svg_data_uri(path: Path) -> str:
             f"{path}: not a readable SVG ({err}); re-run the 'profile' stage"
         ) from err
     return "data:image/svg+xml;base64," + base64.b64encode(cleaned.encode()).decode("ascii")
-
-
-def short_frame(frame: str) -> str:
-    """'function /long/path/file.py:12' -> 'function (file.py:12)'."""
-    name, _, place = frame.rpartition(" ")
-    return f"{name} ({Path(place).name})" if name and place else frame
 
 
 def _allocation(row: Any) -> Allocation:

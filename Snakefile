@@ -1,19 +1,12 @@
-# Thin entry point: configuration, validation, rule files, the default target.
-# Every rule calls the `mnist-pipeline` CLI with the same command as dvc.yaml.
-from snakemake.utils import min_version, validate
+# Thin entry point: the parameters (read and checked as DVC reads them), the rule files, the
+# default target. Every rule takes its command, params, inputs, outputs and code deps from the
+# stage table in src/mnist_jax_pipeline/stages.py, the table dvc.yaml is generated from.
+from snakemake.utils import min_version
 
 min_version("9.0")
 
 
-configfile: "params.yaml"
-
-
 include: "workflow/rules/common.smk"
-
-
-validate(config, "workflow/schemas/params.schema.yaml")
-
-
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/report.smk"
@@ -25,6 +18,6 @@ onsuccess:
 
 rule all:
     input:
-        "reports/report.html",
-        "reports/summary.md",
+        paths.REPORT_HTML.path,
+        paths.REPORT_MD.path,
     default_target: True

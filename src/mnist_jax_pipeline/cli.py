@@ -1,101 +1,77 @@
 """One entry point, `mnist-pipeline`, with a subcommand per stage.
 
-Errors the user can act on print one line (`error: ...`) and exit 1; `--verbose` adds
-the traceback.
+Each command names the module whose `main(args)` runs it; the module is imported only when its
+command runs, so a stage loads (and its code deps cover) only what it uses. Errors the user
+can act on print one line (`error: ...`) and exit 1; `--verbose` adds the traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 import traceback
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
-from . import paths
-from .config import load
+from . import paths, variants
 from .errors import PipelineError
 
 
-def _download(args: argparse.Namespace) -> None:
-    from .data.download import download
+@dataclass(frozen=True)
+class Option:
+    flag: str
+    help: str
+    default: str | None = None  # None: the option is required (or, with switch, absent means off)
+    choices: tuple[str, ...] | None = None
+    switch: bool = False  # an on/off flag that takes no value
 
-    download(load(args.params), out_dir=args.out)
-
-
-def _preprocess(args: argparse.Namespace) -> None:
-    from .data.preprocess import preprocess
-
-    preprocess(load(args.params).preprocess, raw_dir=args.raw, out_dir=args.out)
-
-
-def _train(args: argparse.Namespace) -> None:
-    from .train import train
-
-    v = args.variant
-    train(load(args.params), v, args.processed, paths.for_variant(paths.MODEL, v),
-          paths.for_variant(paths.TRAIN_METRICS, v), paths.for_variant(paths.TRAIN_HISTORY, v))
+    def add_to(self, parser: argparse.ArgumentParser) -> None:
+        if self.switch:
+            parser.add_argument(self.flag, action="store_true", help=self.help)
+            return
+        parser.add_argument(self.flag, default=self.default, choices=self.choices, required=self.default is None,
+                            help=f"{self.help} (default: {self.default})" if self.default else self.help)
 
 
-def _evaluate(args: argparse.Namespace) -> None:
-    from .evaluate import evaluate
-    from .runtime import exclusive
-
-    load(args.params)
-    v = args.variant
-    with exclusive(f"evaluate@{v}"):
-        evaluate(v, paths.for_variant(paths.MODEL, v), args.processed, paths.for_variant(paths.EVAL_METRICS, v),
-                 paths.for_variant(paths.CONFUSION, v), paths.for_variant(paths.EVAL_DETAILS, v))
+@dataclass(frozen=True)
+class Command:
+    module: str  # relative to this package; its `main(args)` runs the command
+    help: str
+    options: tuple[Option, ...] = field(default_factory=tuple)
 
 
-def _profile(args: argparse.Namespace) -> None:
-    from .profile import profile
-    from .runtime import exclusive
+VARIANT = Option("--variant", "training variant", choices=variants.names())
+PROCESSED = Option("--processed", "folder of the processed arrays", paths.PROCESSED.path)
+ROOT = Option("--root", "folder the stage's outputs go under, as laid out in paths.py", ".")
 
-    params = load(args.params)
-    with exclusive("profile"):
-        profile(params, args.processed, paths.for_variant(paths.MODEL, args.variant), args.out)
-
-
-def _report(args: argparse.Namespace) -> None:
-    from .report.render import render
-
-    render(load(args.params), args.params)
-
-
-def _check(args: argparse.Namespace) -> None:
-    params = load(args.params)
-    print(f"{args.params}: valid (sha256 {params.digest()[:12]})")
+COMMANDS: dict[str, Command] = {
+    "check": Command("config", "validate the parameters file and exit"),
+    "download": Command("data.download", "download and prepare the dataset with TFDS (honours MNIST_MIRROR)",
+                        (Option("--out", "output folder", paths.RAW.path),)),
+    "preprocess": Command("data.preprocess", "write the versioned training arrays",
+                          (Option("--raw", "the download stage's folder", paths.RAW.path),
+                           Option("--out", "output folder", paths.PROCESSED.path))),
+    "train": Command("train", "train one variant of the MLP", (VARIANT, PROCESSED, ROOT)),
+    "evaluate": Command("evaluate", "evaluate one trained variant", (VARIANT, PROCESSED, ROOT)),
+    "profile": Command("profile", "device-memory snapshots (pprof) of a trained model's steps",
+                       (Option("--variant", "training variant", "jit", variants.names()), PROCESSED, ROOT)),
+    "report": Command("report.render", "render reports/report.html and reports/summary.md"),
+    "generate": Command("stages", "write the files derived from the stage table (dvc.yaml, the params schema)",
+                        (Option("--check", "only check that they are current", switch=True),)),
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mnist-pipeline", description=__doc__.splitlines()[0])
     parser.add_argument("--params", default="params.yaml", help="parameters file (default: params.yaml)")
     parser.add_argument("--verbose", "-v", action="store_true", help="debug logging and full tracebacks")
-    sub = parser.add_subparsers(dest="stage", required=True, metavar="STAGE")
-
-    p = sub.add_parser("check", help="validate the parameters file and exit")
-    p.set_defaults(func=_check)
-    p = sub.add_parser("download", help="download and prepare the dataset with TFDS (honours MNIST_MIRROR)")
-    p.add_argument("--out", default=paths.RAW_DIR)
-    p.set_defaults(func=_download)
-    p = sub.add_parser("preprocess", help="write the versioned training arrays")
-    p.add_argument("--raw", default=paths.RAW_DIR)
-    p.add_argument("--out", default=paths.PROCESSED_DIR)
-    p.set_defaults(func=_preprocess)
-    for name, func, text in (("train", _train, "train one variant of the MLP"),
-                             ("evaluate", _evaluate, "evaluate one trained variant")):
-        p = sub.add_parser(name, help=text)
-        p.add_argument("--variant", required=True, choices=("nojit", "jit", "jit_scan"))
-        p.add_argument("--processed", default=paths.PROCESSED_DIR)
-        p.set_defaults(func=func)
-    p = sub.add_parser("profile", help="device-memory snapshots (pprof) of the jit model's steps")
-    p.add_argument("--variant", default="jit", choices=("nojit", "jit", "jit_scan"))
-    p.add_argument("--processed", default=paths.PROCESSED_DIR)
-    p.add_argument("--out", default=paths.PROFILE_DIR)
-    p.set_defaults(func=_profile)
-    p = sub.add_parser("report", help="render reports/report.html and reports/summary.md")
-    p.set_defaults(func=_report)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, command in COMMANDS.items():
+        p = sub.add_parser(name, help=command.help, description=command.help)
+        for option in command.options:
+            option.add_to(p)
     return parser
 
 
@@ -106,7 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for noisy in ("absl", "jax._src", "matplotlib", "PIL", "tensorflow"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
-        args.func(args)
+        module = importlib.import_module(f"{__package__}.{COMMANDS[args.command].module}")
+        module.main(args)
     except PipelineError as err:
         if args.verbose:
             traceback.print_exc()

@@ -1,73 +1,126 @@
-"""Load params.yaml, validate it against the JSON schema, and freeze it into dataclasses."""
+"""params.yaml: its one typed declaration, read the way DVC reads it, and checked in full.
+
+The pydantic models below are the only declaration of the parameters: their types and
+bounds, the rules that span several fields, and the JSON schema in `workflow/schemas/`
+(generated from them; a test keeps it current). The file is read as YAML 1.2 with
+ruamel.yaml's safe loader, as DVC reads it, so `1e-3` is a number and `yes` a string for
+both. Every refusal is one line naming the file and the key.
+"""
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
-from dataclasses import asdict, dataclass
-from importlib import resources
+import math
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
-import jsonschema
-import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import ErrorDetails
 
+from . import variants
+from .data.datasets import SPLIT_SIZES
 from .errors import PipelineError
 
 DEFAULT_PARAMS = Path("params.yaml")
 NUM_CLASSES = 10
 IMAGE_PIXELS = 28 * 28
+SEED_MAX = 2**32 - 1  # JAX keys keep a seed's low 32 bits: 2**32 would give seed 0's key
+INT32_MAX = 2**31 - 1  # optax counts steps, and the scan loop epochs, in int32
+MAX_PARAMETERS = 100_000_000  # 400 MB of float32 weights, before gradients and optimizer state
+MAX_ACTIVATIONS = 2**29  # float32 elements of one batch's activations (2 GiB)
+
+Seed = Annotated[int, Field(ge=0, le=SEED_MAX, description="a PRNG seed, 0 to 2**32 - 1")]
+PositiveInt = Annotated[int, Field(ge=1, le=INT32_MAX)]
+LayerSize = Annotated[int, Field(ge=1, le=16_384)]
+Dataset = Literal["mnist", "fashion_mnist"]
+VariantName = Literal[variants.names()]  # type: ignore[valid-type]  # the registry's names
 
 
-@dataclass(frozen=True)
-class DataConfig:
-    dataset: str
+class Section(BaseModel):
+    """Strict: an integer is an integer (not 1.0, not true), a number is finite, no unknown key."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
-@dataclass(frozen=True)
-class PreprocessConfig:
-    normalize: str
+class DataConfig(Section):
+    dataset: Dataset = Field(description="TFDS dataset name; both have SHA-256-pinned IDX files")
+
+
+class PreprocessConfig(Section):
+    normalize: Literal["none", "unit", "standardize"]
     flatten: bool
-    validation_fraction: float
-    max_train_examples: int
-    seed: int
+    validation_fraction: Annotated[float, Field(ge=0, lt=1)]
+    max_train_examples: Annotated[int, Field(ge=0, le=INT32_MAX, description="0 keeps all")]
+    seed: Seed
 
 
-@dataclass(frozen=True)
-class ModelConfig:
-    layer_sizes: tuple[int, ...]
-    init_scale: float
-    seed: int
+class ModelConfig(Section):
+    layer_sizes: Annotated[tuple[LayerSize, ...], Field(strict=False, min_length=2, max_length=10)]
+    init_scale: Annotated[float, Field(gt=0)]
+    seed: Seed
+
+    @model_validator(mode="after")
+    def _fits_the_data(self) -> ModelConfig:
+        sizes = self.layer_sizes
+        if sizes[0] != IMAGE_PIXELS:
+            raise ValueError(f"model.layer_sizes must start at {IMAGE_PIXELS} (28x28 pixels), not {sizes[0]}")
+        if sizes[-1] != NUM_CLASSES:
+            raise ValueError(f"model.layer_sizes must end at {NUM_CLASSES} (the class count), not {sizes[-1]}")
+        count = parameter_count(sizes)
+        if count > MAX_PARAMETERS:
+            raise ValueError(f"model.layer_sizes make {count:,} parameters; at most {MAX_PARAMETERS:,} are supported")
+        return self
 
 
-@dataclass(frozen=True)
-class TrainConfig:
-    optimizer: str
-    step_size: float
-    momentum: float
-    schedule: str
-    batch_size: int
-    epochs: int
+class TrainConfig(Section):
+    optimizer: Literal["sgd", "momentum", "adam"]
+    step_size: Annotated[float, Field(gt=0)]
+    momentum: Annotated[float, Field(ge=0, lt=1)]
+    schedule: Literal["constant", "cosine"]
+    batch_size: PositiveInt
+    epochs: PositiveInt
     shuffle: bool
-    shuffle_seed: int
+    shuffle_seed: Seed
 
 
-@dataclass(frozen=True)
-class ProfileConfig:
-    top_allocations: int
+class ProfileConfig(Section):
+    top_allocations: Annotated[int, Field(ge=1, le=10_000)]
 
 
-@dataclass(frozen=True)
-class Params:
+class Params(Section):
     data: DataConfig
     preprocess: PreprocessConfig
     model: ModelConfig
     train: TrainConfig
-    variants: tuple[str, ...]
+    variants: Annotated[tuple[VariantName, ...], Field(strict=False, min_length=1)]
     profile: ProfileConfig
 
+    @model_validator(mode="after")
+    def _consistent(self) -> Params:
+        if len(set(self.variants)) != len(self.variants):
+            raise ValueError("variants: a variant is listed twice; list each once")
+        if "jit" not in self.variants:
+            raise ValueError("variants must include jit (the profile stage profiles the jit model)")
+        train_count, _ = split_sizes(SPLIT_SIZES[self.data.dataset]["train"], self.preprocess)
+        if train_count < 1:
+            raise ValueError(
+                "preprocess.validation_fraction: no training example is left after max_train_examples"
+                f" ({self.preprocess.max_train_examples}) and the validation split; lower validation_fraction"
+                " or raise max_train_examples")
+        steps = math.ceil(train_count / self.train.batch_size) * self.train.epochs
+        if steps > INT32_MAX:
+            raise ValueError(f"train: {steps:,} steps in all (epochs x batches) exceed {INT32_MAX:,};"
+                             " lower train.epochs or raise train.batch_size")
+        activations = min(self.train.batch_size, train_count) * sum(self.model.layer_sizes)
+        if activations > MAX_ACTIVATIONS:
+            raise ValueError(f"train.batch_size: a batch of {min(self.train.batch_size, train_count):,} holds"
+                             f" {activations:,} activations, more than {MAX_ACTIVATIONS:,}; lower it")
+        return self
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return self.model_dump(mode="json")
 
     def digest(self, *sections: str) -> str:
         """SHA-256 of the canonical JSON of the given top-level sections (all when none are given)."""
@@ -77,74 +130,108 @@ class Params:
         return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+def parameter_count(layer_sizes: tuple[int, ...]) -> int:
+    """Weights and biases of the MLP with these layer sizes."""
+    return sum(m * n + n for m, n in zip(layer_sizes[:-1], layer_sizes[1:], strict=False))
+
+
+def split_sizes(available: int, config: PreprocessConfig) -> tuple[int, int]:
+    """(training, validation) example counts after sub-sampling and the validation split."""
+    kept = min(config.max_train_examples, available) if config.max_train_examples else available
+    held_out = int(round(kept * config.validation_fraction))
+    return kept - held_out, held_out
+
+
 def schema() -> dict[str, Any]:
-    """The JSON schema of params.yaml (workflow/schemas/params.schema.yaml)."""
-    text = resources.files(__package__).joinpath("params.schema.yaml").read_text()
-    return yaml.safe_load(text)
+    """The JSON schema of params.yaml, as committed in workflow/schemas/params.schema.json."""
+    return Params.model_json_schema()
 
 
-def _where(error: jsonschema.ValidationError) -> str:
-    return ".".join(str(part) for part in error.absolute_path) or "(top level)"
+def _key(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(part) for part in loc)
 
 
-def _describe(error: jsonschema.ValidationError) -> str:
+def _describe(error: ErrorDetails) -> str:
     """One line: the dotted key at fault and what is allowed there."""
-    where = _where(error)
-    if error.validator == "additionalProperties":
-        allowed = sorted(error.schema.get("properties", {}))
-        extra = sorted(set(error.instance) - set(allowed))
-        key = f"{where}.{extra[0]}" if where != "(top level)" else extra[0]
-        return f"unknown key '{key}'; allowed keys here: {', '.join(allowed)}"
-    if error.validator == "required":
-        return f"{where}: {error.message}"
-    if error.validator == "enum":
-        allowed = ", ".join(json.dumps(v) for v in error.validator_value)
-        return f"{where}: {json.dumps(error.instance)} is not allowed; use one of {allowed}"
-    if error.validator == "type":
-        return f"{where}: {json.dumps(error.instance)} has the wrong type; expected {error.validator_value}"
-    return f"{where}: {error.message}"
+    loc, kind, ctx, value = error["loc"], error["type"], error.get("ctx", {}), error.get("input")
+    key, shown = _key(loc), json.dumps(value, default=str)
+    if kind == "extra_forbidden":
+        section: Any = Params
+        for part in loc[:-1]:
+            section = section.model_fields[str(part)].annotation
+        allowed = ", ".join(sorted(section.model_fields))
+        return f"unknown key '{key}'; allowed keys here: {allowed}"
+    if kind == "missing":
+        return f"{key}: missing; add it (the README's parameter table lists every key)"
+    if kind == "value_error":  # the rules below name their keys themselves
+        return error["msg"].removeprefix("Value error, ")
+    messages = {
+        "int_type": f"{shown} is not an integer" + ("" if isinstance(value, bool) else "; write it without a decimal point"),
+        "float_type": f"{shown} is not a number",
+        "bool_type": f"{shown} is not a boolean; write true or false",
+        "finite_number": f"{shown} is not a finite number",
+        "literal_error": f"{shown} is not allowed; use one of {ctx.get('expected', '').replace(chr(39), chr(34))}",
+        "greater_than_equal": f"{shown} is less than the minimum of {ctx.get('ge')}",
+        "greater_than": f"{shown} must be greater than {ctx.get('gt')}",
+        "less_than_equal": f"{shown} is more than the maximum of {ctx.get('le')}",
+        "less_than": f"{shown} must be less than {ctx.get('lt')}",
+        "too_short": f"needs at least {ctx.get('min_length')} item(s)",
+        "too_long": f"allows at most {ctx.get('max_length')} items",
+        "tuple_type": f"{shown} is not a list; write [a, b, ...]",
+        "model_type": f"{shown} is not a mapping of keys to values",
+        "model_attributes_type": f"{shown} is not a mapping of keys to values",
+    }
+    return f"{key or '(top level)'}: {messages.get(kind, error['msg'])}"
 
 
 def validate(raw: Any, source: str = "params.yaml") -> Params:
     """Validate raw parameters; raise PipelineError with one line naming the key."""
     if not isinstance(raw, dict):
-        raise PipelineError(f"{source}: expected a mapping of stage names to parameters")
-    validator = jsonschema.Draft202012Validator(schema())
-    errors = sorted(validator.iter_errors(raw), key=lambda e: (list(e.absolute_path), e.validator))
-    if errors:
-        deepest = max(errors, key=lambda e: len(e.absolute_path))
-        raise PipelineError(f"{source}: {_describe(deepest)}")
-    params = Params(
-        data=DataConfig(**raw["data"]),
-        preprocess=PreprocessConfig(**raw["preprocess"]),
-        model=ModelConfig(**{**raw["model"], "layer_sizes": tuple(raw["model"]["layer_sizes"])}),
-        train=TrainConfig(**raw["train"]),
-        variants=tuple(raw["variants"]),
-        profile=ProfileConfig(**raw["profile"]),
-    )
-    if "jit" not in params.variants:
-        raise PipelineError(f"{source}: variants must include jit (the profile stage profiles the jit model)")
-    sizes = params.model.layer_sizes
-    if sizes[0] != IMAGE_PIXELS:
-        raise PipelineError(
-            f"{source}: model.layer_sizes must start at {IMAGE_PIXELS} (28x28 pixels), not {sizes[0]}"
-        )
-    if sizes[-1] != NUM_CLASSES:
-        raise PipelineError(
-            f"{source}: model.layer_sizes must end at {NUM_CLASSES} (the class count), not {sizes[-1]}"
-        )
-    return params
+        raise PipelineError(f"{source}: expected a mapping of section names to parameters")
+    try:
+        return Params.model_validate(raw)
+    except ValidationError as err:
+        errors = err.errors()
+        first = min(errors, key=lambda e: (e["type"] == "missing", len(e["loc"])))
+        raise PipelineError(f"{source}: {_describe(first)}") from err
+
+
+def read_yaml(path: str | Path) -> Any:
+    """A YAML file read as DVC reads params.yaml: YAML 1.2, ruamel.yaml's safe loader, UTF-8."""
+    from ruamel.yaml import YAML, YAMLError
+
+    path = Path(path)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError as err:
+        raise PipelineError(f"{path}: not found; run from the project root or pass --params") from err
+    except IsADirectoryError as err:
+        raise PipelineError(f"{path}: is a folder, not a parameters file; pass --params FILE") from err
+    except OSError as err:
+        raise PipelineError(f"{path}: cannot read ({err.strerror}); check its permissions") from err
+    except UnicodeDecodeError as err:
+        line = text_line(err.object, err.start)
+        raise PipelineError(f"{path}: byte 0x{err.object[err.start]:02x} on line {line} is not UTF-8;"
+                            " save the file as UTF-8") from err
+    try:
+        return YAML(typ="safe").load(text)
+    except YAMLError as err:
+        mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+        line = f" at line {mark.line + 1}" if mark else ""
+        raise PipelineError(f"{path}: not valid YAML{line}; fix the syntax") from err
+
+
+def text_line(blob: bytes, offset: int) -> int:
+    """1-based line number of a byte offset."""
+    return blob.count(b"\n", 0, offset) + 1
 
 
 def load(path: str | Path = DEFAULT_PARAMS) -> Params:
     """Read and validate a params file."""
-    path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError as err:
-        raise PipelineError(f"{path}: not found; run from the project root or pass --params") from err
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        line = f" at line {mark.line + 1}" if mark else ""
-        raise PipelineError(f"{path}: not valid YAML{line}; fix the syntax") from err
-    return validate(raw, source=str(path))
+    return validate(read_yaml(path), source=str(path))
+
+
+def main(args: argparse.Namespace) -> None:
+    """`mnist-pipeline check`: validate the parameters file."""
+    params = load(args.params)
+    print(f"{args.params}: valid (sha256 {params.digest()[:12]})")

@@ -10,14 +10,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp
 
+from .config import NUM_CLASSES
+
 Layer = tuple[jax.Array, jax.Array]
 MLPParams = list[Layer]
+EVAL_CHUNK = 10_000  # examples per jitted evaluation call
 
 
 def init_layer(in_size: int, out_size: int, key: jax.Array, scale: float) -> Layer:
@@ -66,21 +70,28 @@ def loss(params: MLPParams, images: jax.Array, targets: jax.Array) -> jax.Array:
     return -jnp.mean(preds * targets)
 
 
-def to_named_arrays(params: MLPParams) -> dict[str, np.ndarray]:
-    """Name each array for the model file: layer{i}.weight / layer{i}.bias."""
-    named = {}
-    for i, (w, b) in enumerate(params):
-        named[f"layer{i}.weight"] = np.asarray(w)
-        named[f"layer{i}.bias"] = np.asarray(b)
-    return named
+@jax.jit
+def _chunk_stats(params: Any, images: jax.Array, labels: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Summed tutorial loss terms and predicted classes for one chunk."""
+    log_probs = batched_predict(params, images)
+    picked = jnp.take_along_axis(log_probs, labels[:, None], axis=1)[:, 0]
+    return -jnp.sum(picked), jnp.argmax(log_probs, axis=1)
 
 
-def from_named_arrays(named: dict[str, np.ndarray]) -> MLPParams:
-    """Inverse of `to_named_arrays`."""
-    count = len(named) // 2
-    return [(jnp.asarray(named[f"layer{i}.weight"]), jnp.asarray(named[f"layer{i}.bias"])) for i in range(count)]
+def predict_classes(params: Any, images: np.ndarray, labels: np.ndarray) -> tuple[float, np.ndarray]:
+    """Tutorial loss (mean over examples and classes) and the predicted class of every example."""
+    total, preds = 0.0, []
+    for start in range(0, len(images), EVAL_CHUNK):
+        chunk = slice(start, start + EVAL_CHUNK)
+        loss_sum, pred = _chunk_stats(params, images[chunk], labels[chunk])
+        total += float(loss_sum)
+        preds.append(np.asarray(pred))
+    predicted = np.concatenate(preds) if preds else np.zeros(0, np.int32)
+    return total / (max(len(images), 1) * NUM_CLASSES), predicted
 
 
-def layer_sizes_of(params: MLPParams) -> list[int]:
-    """[in, hidden..., out] read off the weight shapes."""
-    return [int(params[0][0].shape[1])] + [int(w.shape[0]) for w, _ in params]
+def loss_and_accuracy(params: Any, images: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
+    """Tutorial loss and accuracy on a whole split (NaN accuracy for an empty split)."""
+    value, predicted = predict_classes(params, images, labels)
+    accuracy = float(np.mean(predicted == labels)) if len(labels) else float("nan")
+    return value, accuracy

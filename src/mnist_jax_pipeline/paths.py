@@ -1,20 +1,89 @@
-"""Where every artefact lives. Both orchestrators use these paths through the CLI defaults."""
+"""Where every artefact lives, which stage writes it, and how DVC shows it: one declaration each.
+
+The stage table (stages.py) takes each stage's outputs from here, the CLI its default paths,
+and the readers the stage to name when a file is missing or damaged. A `{variant}` in a path
+makes one artefact per training variant, written by the stage `<made_by>@<variant>`.
+"""
 
 from __future__ import annotations
 
-RAW_DIR = "data/raw"
-PROCESSED_DIR = "data/processed"
-MODEL = "models/{variant}.safetensors"
-TRAIN_METRICS = "metrics/train/{variant}.json"
-TRAIN_HISTORY = "plots/train/{variant}.csv"
-EVAL_METRICS = "metrics/evaluate/{variant}.json"
-CONFUSION = "plots/confusion/{variant}.csv"
-EVAL_DETAILS = "metrics/evaluate/{variant}_details.json"
-PROFILE_DIR = "reports/profile"
-REPORT_HTML = "reports/report.html"
-REPORT_MD = "reports/summary.md"
-FIGURES_DIR = "reports/figures"
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
 
 
-def for_variant(template: str, variant: str) -> str:
-    return template.format(variant=variant)
+@dataclass(frozen=True)
+class Plot:
+    """A DVC plot of a CSV artefact: columns and title (`{variant}` filled in)."""
+
+    x: str
+    y: str
+    title: str
+    template: str | None = None
+
+
+@dataclass(frozen=True)
+class Artefact:
+    """A file, or a folder DVC tracks whole while Snakemake compares the files named inside."""
+
+    path: str
+    made_by: str
+    files: tuple[str, ...] = ()  # inside a folder: the files Snakemake declares
+    variant_files: tuple[str, ...] = ()  # inside a folder: one file per variant ('{variant}' in the name)
+    folders: tuple[str, ...] = ()  # inside a folder: sub-folders Snakemake declares as directory()
+    role: Literal["out", "metrics", "plots"] = "out"
+    plot: Plot | None = None
+
+    @property
+    def per_variant(self) -> bool:
+        return "{variant}" in self.path
+
+    def at(self, variant: str | None = None, root: str | Path = ".") -> Path:
+        """The path under `root` (a sweep point's folder, say), for one variant when it is per variant."""
+        return Path(root) / (self.path.format(variant=variant) if self.per_variant else self.path)
+
+    def stage(self, variant: str | None = None) -> str:
+        """The DVC stage name that writes it: 'preprocess', or 'train@jit' for a per-variant artefact."""
+        return f"{self.made_by}@{variant}" if self.per_variant else self.made_by
+
+    def inside(self, *names: str) -> list[str]:
+        """Paths of files inside this folder."""
+        return [f"{self.path}/{name}" for name in names]
+
+    def file_names(self, variants: tuple[str, ...]) -> list[str]:
+        """The files of a folder, those named per variant included."""
+        return list(self.files) + [name.format(variant=v) for name in self.variant_files for v in variants]
+
+
+SPLITS = ("train", "val", "test")
+PROCESSED_FILES = tuple(f"{split}_{kind}.npy" for split in SPLITS for kind in ("images", "labels")) + ("stats.json",)
+SNAPSHOTS = ("init", "train_step", "evaluate")  # the profile stage's device-memory snapshots, in order
+FIGURES = ("dataset_samples", "class_balance", "training_curves", "epoch_times", "per_class_recall")
+VARIANT_FIGURES = ("confusion", "misclassified")  # one of each per variant: confusion_<variant>.png
+
+RAW = Artefact("data/raw", "download", files=("manifest.json",), folders=("arrays", "idx", "tfds"))
+PROCESSED = Artefact("data/processed", "preprocess", files=PROCESSED_FILES)
+MODEL = Artefact("models/{variant}.safetensors", "train")
+TRAIN_METRICS = Artefact("metrics/train/{variant}.json", "train", role="metrics")
+TRAIN_RUN = Artefact("metrics/train/{variant}.run.json", "train")
+TRAIN_HISTORY = Artefact("plots/train/{variant}.csv", "train", role="plots",
+                         plot=Plot("epoch", "test_accuracy", "Test accuracy per epoch ({variant})"))
+EVAL_METRICS = Artefact("metrics/evaluate/{variant}.json", "evaluate", role="metrics")
+EVAL_DETAILS = Artefact("metrics/evaluate/{variant}_details.json", "evaluate")
+CONFUSION = Artefact("plots/confusion/{variant}.csv", "evaluate", role="plots",
+                     plot=Plot("actual", "predicted", "Confusion matrix ({variant})", template="confusion"))
+PROFILE = Artefact("reports/profile", "profile",
+                   files=tuple(f"{point}.prof" for point in SNAPSHOTS) + ("summary.json",))
+REPORT_HTML = Artefact("reports/report.html", "report")
+REPORT_MD = Artefact("reports/summary.md", "report")
+REPORT_FIGURES = Artefact("reports/figures", "report", files=tuple(f"{name}.png" for name in FIGURES),
+                          variant_files=tuple(f"{kind}_{{variant}}.png" for kind in VARIANT_FIGURES))
+
+ARTEFACTS = (RAW, PROCESSED, MODEL, TRAIN_METRICS, TRAIN_RUN, TRAIN_HISTORY, EVAL_METRICS, EVAL_DETAILS,
+             CONFUSION, PROFILE, REPORT_HTML, REPORT_MD, REPORT_FIGURES)
+
+# Tracked files that a run itself rewrites: the report's provenance does not count them as changes.
+PIPELINE_WRITES = ("dvc.lock",)
+
+# Columns of the training history CSV that the top-level DVC plots overlay across variants.
+HISTORY_PLOTS = {"train_loss": "Training loss per epoch", "epoch_seconds": "Seconds per epoch"}

@@ -16,12 +16,14 @@ import shutil
 import subprocess
 import tempfile
 import zlib
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
 
+from .artefacts.profile_summary import Allocation
 from .errors import PipelineError
 
 log = logging.getLogger(__name__)
@@ -206,8 +208,18 @@ def origin(stack: list[str]) -> str | None:
     return None
 
 
-def summarize(path: str | Path, limit: int | None = None) -> dict[str, Any]:
-    """Totals of a snapshot and its samples, largest first: bytes, count, labels, stack (leaf
+@dataclass(frozen=True)
+class Totals:
+    """A snapshot's totals and its samples, largest first."""
+
+    total_bytes: int
+    total_allocations: int
+    samples: int
+    top: list[Allocation]
+
+
+def summarize(path: str | Path, limit: int | None = None) -> Totals:
+    """Totals of a snapshot and its `limit` largest samples: bytes, count, labels, stack (leaf
     first) and origin (innermost frame of the caller's own code)."""
     path = Path(path)
     profile = parse_profile(path)
@@ -215,31 +227,17 @@ def summarize(path: str | Path, limit: int | None = None) -> dict[str, Any]:
     count_at, bytes_at = _value_indices(path, profile, table)
     functions = {f.id: f for f in profile.function}
     locations = {loc.id: loc for loc in profile.location}
-    rows: list[dict[str, Any]] = []
+    rows: list[Allocation] = []
     for sample in profile.sample:
         if len(sample.value) <= max(count_at, bytes_at):
             raise _corrupt(path, f"a sample has {len(sample.value)} values, expected"
                                  f" {len(profile.sample_type)}")
         stack = _stack(path, table, functions, locations, sample.location_id)
-        rows.append({
-            "bytes": int(sample.value[bytes_at]),
-            "count": int(sample.value[count_at]),
-            "labels": _labels(path, table, sample.label),
-            "stack": stack,
-            "origin": origin(stack),
-        })
-    rows.sort(key=lambda r: (-r["bytes"], -r["count"]))
-    return {
-        "total_bytes": sum(r["bytes"] for r in rows),
-        "total_allocations": sum(r["count"] for r in rows),
-        "samples": len(rows),
-        "top": rows if limit is None else rows[:limit],
-    }
-
-
-def top_allocations(path: str | Path, limit: int) -> list[dict[str, Any]]:
-    """The `limit` largest samples of a snapshot: bytes, count, labels and stack (leaf first)."""
-    return summarize(path, limit)["top"]
+        rows.append(Allocation(bytes=int(sample.value[bytes_at]), count=int(sample.value[count_at]),
+                               labels=_labels(path, table, sample.label), stack=stack, origin=origin(stack)))
+    rows.sort(key=lambda r: (-r.bytes, -r.count))
+    return Totals(total_bytes=sum(r.bytes for r in rows), total_allocations=sum(r.count for r in rows),
+                  samples=len(rows), top=rows if limit is None else rows[:limit])
 
 
 def tools() -> dict[str, str | None]:

@@ -11,6 +11,7 @@ model terms, and the peak memory. With `pprof` on PATH each point is also render
 
 from __future__ import annotations
 
+import argparse
 import gc
 import itertools
 import logging
@@ -22,20 +23,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import io, pprof
-from .config import NUM_CLASSES, Params
-from .data.preprocess import load_split
+from . import paths, pprof
+from .artefacts import storage
+from .artefacts.dataset import load_split
+from .artefacts.model_file import HostParams, layer_sizes_of, load_model
+from .artefacts.profile_summary import Allocation, PeakMemory, PprofTools, ProfileSummary, Snapshot
+from .config import NUM_CLASSES, Params, load
 from .errors import PipelineError
-from .evaluate import load_model
-from .model import MLPParams, batched_predict, init_params, layer_sizes_of, one_hot
-from .runtime import peak_rss_bytes
-from .train import batch_bounds, epoch_order, make_optimizer, make_update
+from .loops.base import TrainState, batch_bounds, epoch_order, make_optimizer, make_update
+from .model import MLPParams, batched_predict, init_params, one_hot
+from .runtime import exclusive, peak_rss_bytes
 
 log = logging.getLogger(__name__)
 
-POINTS = ("init", "train_step", "evaluate")
-MADE_BY = "train@jit"
-HostParams = list[tuple[np.ndarray, np.ndarray]]
+POINTS = paths.SNAPSHOTS
 Candidate = tuple[str, int, str]  # (expected_bytes key, bytes, what it is)
 
 
@@ -60,12 +61,11 @@ def _train_point(config: Params, model: HostParams, images: np.ndarray,
     order = epoch_order(count, cfg, 1)
     index = np.arange(min(cfg.batch_size, count)) if order is None else order[: cfg.batch_size]
     params = jax.device_put(model)
-    opt_state = optimizer.init(params)
+    state = TrainState(params, optimizer.init(params))
     x = jax.device_put(images[index])
     y = one_hot(labels[index], NUM_CLASSES)
-    new_params, new_state = jax.jit(make_update(optimizer))(params, opt_state, x, y)
-    return {"params": params, "opt_state": opt_state, "images": x, "targets": y,
-            "new_params": new_params, "new_opt_state": new_state}
+    new_state = jax.jit(make_update(optimizer))(state, x, y)
+    return {"state": state, "images": x, "targets": y, "new_state": new_state}
 
 
 def _evaluate_point(model: HostParams, images: np.ndarray) -> dict[str, Any]:
@@ -81,16 +81,15 @@ def _snapshot(path: Path, live: Any) -> None:
     jax.profiler.save_device_memory_profile(str(path))
 
 
-def peak_memory(device: Any) -> dict[str, Any]:
+def peak_memory(device: Any) -> PeakMemory:
     """Device peak (GPU/TPU memory_stats) where the backend has one, else the process peak RSS."""
     try:
         stats = device.memory_stats()
     except Exception:  # backends without memory stats raise various errors
         stats = None
     if stats and "peak_bytes_in_use" in stats:
-        return {"bytes": int(stats["peak_bytes_in_use"]),
-                "source": "device.memory_stats peak_bytes_in_use"}
-    return {"bytes": peak_rss_bytes(), "source": "process peak RSS"}
+        return PeakMemory(bytes=int(stats["peak_bytes_in_use"]), source="device.memory_stats peak_bytes_in_use")
+    return PeakMemory(bytes=peak_rss_bytes(), source="process peak RSS")
 
 
 def _candidates(model: HostParams, batch: int, test: int) -> dict[str, list[Candidate]]:
@@ -127,54 +126,50 @@ def expected_bytes(candidates: dict[str, list[Candidate]], model: HostParams) ->
     return sizes
 
 
-def _match(row: dict[str, Any], candidates: list[Candidate]) -> str | None:
+def _match(row: Allocation, candidates: list[Candidate]) -> str | None:
     """Describe a sample as the arrays whose sizes add up to its bytes (count of them, <= 4)."""
-    count = row["count"]
-    if not 1 <= count <= 4:
+    if not 1 <= row.count <= 4:
         return None
-    for combo in itertools.combinations_with_replacement(candidates, count):
-        if sum(size for _, size, _ in combo) == row["bytes"]:
+    for combo in itertools.combinations_with_replacement(candidates, row.count):
+        if sum(size for _, size, _ in combo) == row.bytes:
             names = [text for _, _, text in combo]
             parts = {text: names.count(text) for text in names}
             return " + ".join(text if n == 1 else f"{n} x {text}" for text, n in parts.items())
     return None
 
 
-def explain(summary: dict[str, Any], candidates: list[Candidate]) -> str:
+def explain(totals: pprof.Totals, candidates: list[Candidate]) -> str:
     """One sentence relating the largest allocation of a snapshot to the model and data."""
-    total = summary["total_bytes"]
-    if not summary["top"] or summary["top"][0]["bytes"] == 0:
+    if not totals.top or totals.top[0].bytes == 0:
         return "No device buffers were live."
-    top = summary["top"][0]
-    share = f"{top['bytes'] / total:.0%} of the {total:,} bytes live"
-    kind = top["labels"].get("kind", "allocation")
-    where = f", allocated in {pprof.short_frame(top['origin'])}," if top.get("origin") else ""
+    top = totals.top[0]
+    share = f"{top.bytes / totals.total_bytes:.0%} of the {totals.total_bytes:,} bytes live"
+    kind = top.labels.get("kind", "allocation")
+    where = f", allocated in {pprof.short_frame(top.origin)}," if top.origin else ""
     what = _match(top, candidates)
     if what is None:
-        return (f"The largest {kind}, {top['count']} x {top['bytes'] // max(top['count'], 1):,}"
+        return (f"The largest {kind}, {top.count} x {top.bytes // max(top.count, 1):,}"
                 f" bytes{where} matches no model or data array ({share}).")
-    return f"The largest {kind}, {top['bytes']:,} bytes{where} is {what} ({share})."
+    return f"The largest {kind}, {top.bytes:,} bytes{where} is {what} ({share})."
 
 
-def _check_shapes(config: Params, model_path: str | Path, model: HostParams, pixels: int) -> None:
-    sizes = layer_sizes_of(model)  # type: ignore[arg-type]
+def _check_shapes(config: Params, model_path: Path, model: HostParams, pixels: int, made_by: str) -> None:
+    sizes = layer_sizes_of(model)
     if tuple(sizes) != tuple(config.model.layer_sizes):
         raise PipelineError(f"{model_path}: layer sizes {sizes} differ from model.layer_sizes"
-                            f" {list(config.model.layer_sizes)} in params.yaml; re-run '{MADE_BY}'")
+                            f" {list(config.model.layer_sizes)} in params.yaml; re-run '{made_by}'")
     if sizes[0] != pixels:
         raise PipelineError(f"{model_path}: input size {sizes[0]} does not match the data's"
-                            f" {pixels}; re-run '{MADE_BY}'")
+                            f" {pixels}; re-run '{made_by}'")
 
 
-def profile(params: Params, processed_dir: str | Path, model_path: str | Path,
-            out_dir: str | Path) -> dict[str, Any]:
+def profile(params: Params, variant: str, processed_dir: str | Path, root: str | Path = ".") -> ProfileSummary:
     """Run the profile stage: `<point>.prof` per point and summary.json; return the summary."""
-    loaded, _ = load_model(model_path, made_by=MADE_BY)
-    model: HostParams = [(np.array(w), np.array(b)) for w, b in loaded]
-    del loaded  # keep only host copies, so each snapshot holds just its own point's arrays
+    made_by, model_path = paths.MODEL.stage(variant), paths.MODEL.at(variant, root)
+    model, _ = load_model(model_path, made_by)  # host arrays: each snapshot holds just its point's arrays
     train_x, train_y = load_split(processed_dir, "train")
     test_x, _ = load_split(processed_dir, "test")
-    _check_shapes(params, model_path, model, train_x.shape[1])
+    _check_shapes(params, model_path, model, train_x.shape[1], made_by)
     batch = min(params.train.batch_size, len(train_y))
     candidates = _candidates(model, batch, len(test_x))
     steps: dict[str, Callable[[], Any]] = {
@@ -183,35 +178,38 @@ def profile(params: Params, processed_dir: str | Path, model_path: str | Path,
         "evaluate": lambda: _evaluate_point(model, test_x),
     }
     device = jax.devices()[0]
-    limit = params.profile.top_allocations
     found = pprof.tools()
-    summary: dict[str, Any] = {
-        "device": str(device), "device_kind": device.device_kind, "backend": jax.default_backend(),
-        "jax_version": jax.__version__, "model": str(model_path), "points": {},
-        "batch_size": batch, "layer_sizes": layer_sizes_of(model),  # type: ignore[arg-type]
-        "expected_bytes": expected_bytes(candidates, model),
-    }
+    points: dict[str, Snapshot] = {}
     rendered: list[str] = []
-    with io.atomic_dir(out_dir) as tmp:
+    out_dir = Path(root) / paths.PROFILE.path
+    with storage.atomic_dir(out_dir) as tmp:
         for point, step in steps.items():
             live = step()
             _snapshot(tmp / f"{point}.prof", live)
             del live
             gc.collect()
-            parsed = pprof.summarize(tmp / f"{point}.prof", limit)
-            summary["points"][point] = {
-                "file": f"{point}.prof", "total_bytes": parsed["total_bytes"],
-                "total_allocations": parsed["total_allocations"], "samples": parsed["samples"],
-                "explanation": explain(parsed, candidates[point]), "top": parsed["top"],
-            }
+            totals = pprof.summarize(tmp / f"{point}.prof", params.profile.top_allocations)
+            points[point] = Snapshot(file=f"{point}.prof", total_bytes=totals.total_bytes,
+                                     total_allocations=totals.total_allocations, samples=totals.samples,
+                                     explanation=explain(totals, candidates[point]), top=totals.top)
             rendered += pprof.render(tmp / f"{point}.prof", tmp)
-            log.info("profile %s: %s", point, summary["points"][point]["explanation"])
-        summary["peak_memory"] = peak_memory(device)
+            log.info("profile %s: %s", point, points[point].explanation)
         available = found["pprof"] is not None and found["dot"] is not None
-        summary["pprof"] = {"available": available, "binary": found["pprof"], "dot": found["dot"],
-                            "rendered": rendered, "install_hint": pprof.INSTALL_HINT}
         if not available:
             log.warning("pprof or Graphviz dot not on PATH; no .top.txt/.svg written. Install: %s",
                         pprof.INSTALL_HINT)
-        io.write_json(tmp / "summary.json", summary)
+        summary = ProfileSummary(
+            device=str(device), device_kind=device.device_kind, backend=jax.default_backend(),
+            jax_version=jax.__version__, model=str(model_path), batch_size=batch, layer_sizes=layer_sizes_of(model),
+            expected_bytes=expected_bytes(candidates, model), points=points, peak_memory=peak_memory(device),
+            pprof=PprofTools(available=available, binary=found["pprof"], dot=found["dot"], rendered=rendered,
+                             install_hint=pprof.INSTALL_HINT))
+        storage.write_model(tmp / "summary.json", summary)
     return summary
+
+
+def main(args: argparse.Namespace) -> None:
+    """`mnist-pipeline profile`: the jit model's device-memory snapshots."""
+    params = load(args.params)
+    with exclusive("profile"):
+        profile(params, args.variant, args.processed, args.root)

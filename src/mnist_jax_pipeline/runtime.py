@@ -12,6 +12,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from .errors import PipelineError
+
 LOCK_ENV = "MNIST_PIPELINE_LOCK"
 DEFAULT_LOCK = Path(".pipeline-exclusive.lock")
 
@@ -54,16 +56,20 @@ def exclusive(name: str) -> Iterator[dict[str, Any]]:
     """Hold the pipeline's exclusive lock so no other heavy stage shares the machine.
 
     Both orchestrators may start jobs in parallel; every heavy stage takes this lock, so
-    timed work always runs alone. Yields a record of the wait, for the metrics.
+    timed work always runs alone. Yields a record of the wait, for the run's information.
     """
     path = Path(os.environ.get(LOCK_ENV, DEFAULT_LOCK))
     started = time.perf_counter()
-    with open(path, "a+") as handle:
+    try:
+        handle = open(path, "a+")  # noqa: SIM115 (held until the stage ends)
+    except OSError as err:
+        raise PipelineError(f"{path}: cannot open the lock file of '{name}' ({err.strerror}); make the folder"
+                            f" writable or set {LOCK_ENV} to a writable file") from err
+    with handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         waited = time.perf_counter() - started
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
         try:
-            yield {"ran_alone": True, "lock": str(path), "lock_wait_seconds": round(waited, 3),
-                   "loadavg_1m_at_start": load, "stage": name}
+            yield {"ran_alone": True, "lock_wait_seconds": round(waited, 3), "loadavg_1m_at_start": load}
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)

@@ -1,92 +1,56 @@
-# Shared helpers: parameter checks, the stage -> params-keys table, code dependencies.
+# The parameters and the stage table (src/mnist_jax_pipeline/stages.py) as rules see them.
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
-import yaml
-
-from mnist_jax_pipeline.config import validate as check_params
+from mnist_jax_pipeline import paths, stages
+from mnist_jax_pipeline.config import load
 from mnist_jax_pipeline.errors import PipelineError
 
-try:
-    check_params(config, "params.yaml")
-except PipelineError as err:  # one line naming the key, before any job is scheduled
-    sys.exit(f"error: {err}")
-if config != yaml.safe_load(Path("params.yaml").read_text()):  # every stage reads params.yaml itself
+if config:  # every stage reads params.yaml itself, so an override would be silently ignored
     sys.exit("error: --config/--configfile overrides are not used by the stages; edit params.yaml instead")
-
-CODE = "src/mnist_jax_pipeline/"
-VARIANTS = list(config["variants"])
-
-# The params each stage depends on: the same dotted keys as the stages' `params:` in dvc.yaml.
-STAGE_PARAMS = {
-    "download": ["data.dataset"],
-    "preprocess": [
-        "preprocess.normalize",
-        "preprocess.flatten",
-        "preprocess.validation_fraction",
-        "preprocess.max_train_examples",
-        "preprocess.seed",
-    ],
-    "train": [
-        "model.layer_sizes",
-        "model.init_scale",
-        "model.seed",
-        "train.optimizer",
-        "train.step_size",
-        "train.momentum",
-        "train.schedule",
-        "train.batch_size",
-        "train.epochs",
-        "train.shuffle",
-        "train.shuffle_seed",
-    ],
-    "evaluate": [],
-    "profile": [
-        "model.layer_sizes",
-        "model.init_scale",
-        "model.seed",
-        "train.optimizer",
-        "train.step_size",
-        "train.momentum",
-        "train.schedule",
-        "train.batch_size",
-        "train.epochs",
-        "train.shuffle",
-        "train.shuffle_seed",
-        "profile.top_allocations",
-    ],
-    "report": ["data", "preprocess", "model", "train", "variants", "profile"],  # it shows them all
-}
+try:  # one line naming the key, before any job is scheduled
+    PARAMS = load("params.yaml")
+except PipelineError as err:
+    sys.exit(f"error: {err}")
+config.update(PARAMS.to_dict())
+VARIANTS = tuple(PARAMS.variants)
 
 
-def param_values(stage):
-    """{dotted key: value} of a stage's params, so a changed value re-runs the rule."""
-    values = {}
-    for key in STAGE_PARAMS[stage]:
-        node = config
-        for part in key.split("."):
-            node = node[part]
-        values[key] = node
-    return values
+def stage_inputs(name):
+    """Upstream files and code files of a stage."""
+    return stages.snakemake_inputs(name, VARIANTS)
 
 
-def cli(args):
-    """The stage command, its output also kept in the rule's log."""
-    return f"mnist-pipeline {args} 2>&1 | tee {{log}}"
+def stage_outputs(name):
+    """Files and whole folders a stage writes, named by their path (the between-workflow cache wants
+    named outputs): `output: **stage_outputs(name)`."""
+    files, folders = stages.snakemake_outputs(name, VARIANTS)
+    named = {path: path for path in files} | {folder: directory(folder) for folder in folders}
+    return {re.sub(r"\W", "_", Path(path).name.replace("{variant}", "")).strip("_"): out for path, out in named.items()}
+
+
+def stage_params(name):
+    """The params.yaml sections a stage reads, so that a changed value re-runs its jobs."""
+    return {section: config[section] for section in stages.get(name).params}
+
+
+def stage_command(name):
+    """The stage's command, its output also kept in the job's log."""
+    return stages.get(name).cmd("{wildcards.variant}") + " 2>&1 | tee {log}"
 
 
 def dag_stages():
     """{DVC stage name: its output paths} for the jobs of this run's DAG (run or found up to date)."""
-    stages = {}
+    found = {}
     for job in workflow.dag.jobs:
         if job.rule.name == "all":
             continue
         variant = job.wildcards_dict.get("variant")
-        name = f"{job.rule.name}@{variant}" if variant else job.rule.name
-        stages[name] = [str(path) for path in job.output]
-    return stages
+        found[f"{job.rule.name}@{variant}" if variant else job.rule.name] = [str(path) for path in job.output]
+    return found
 
 
 def record_in_dvc():
@@ -104,10 +68,10 @@ def record_in_dvc():
     recorded = lock.stat().st_mtime if lock.exists() else 0.0
     done, newer = [], False
     for stage, outputs in dag_stages().items():
-        paths = [Path(o) for o in outputs]
-        if all(p.exists() for p in paths):
+        outs = [Path(o) for o in outputs]
+        if all(p.exists() for p in outs):
             done.append(stage)
-            newer = newer or any(p.stat().st_mtime > recorded for p in paths)
+            newer = newer or any(p.stat().st_mtime > recorded for p in outs)
     if done and newer:
         subprocess.run(["dvc", "commit", "--force", "--quiet", *sorted(done)], check=True)
         lock.touch()  # DVC leaves an unchanged dvc.lock untouched; mark it as checked now

@@ -3,41 +3,31 @@
 
 rule train:
     input:
-        PROCESSED,
-        CODE + "train.py",
-        CODE + "fused.py",
-        CODE + "model.py",
+        stage_inputs("train"),
     output:
-        model="models/{variant}.safetensors",
-        metrics="metrics/train/{variant}.json",
-        history="plots/train/{variant}.csv",
+        **stage_outputs("train"),
     params:
-        values=param_values("train"),
+        values=stage_params("train"),
     log:
         "logs/train_{variant}.log",
     wildcard_constraints:
         variant="|".join(VARIANTS),
     threads: workflow.cores
     shell:
-        cli("train --variant {wildcards.variant}")
+        stage_command("train")
 
 
 rule evaluate:
     input:
-        "data/processed/test_images.npy",
-        "data/processed/test_labels.npy",
-        "models/{variant}.safetensors",
-        CODE + "evaluate.py",
+        stage_inputs("evaluate"),
     output:
-        metrics="metrics/evaluate/{variant}.json",
-        confusion="plots/confusion/{variant}.csv",
-        details="metrics/evaluate/{variant}_details.json",
+        **stage_outputs("evaluate"),
     params:
-        values=param_values("evaluate"),
+        values=stage_params("evaluate"),
     log:
         "logs/evaluate_{variant}.log",
     wildcard_constraints:
         variant="|".join(VARIANTS),
     threads: workflow.cores
     shell:
-        cli("evaluate --variant {wildcards.variant}")
+        stage_command("evaluate")

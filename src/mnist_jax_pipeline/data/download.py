@@ -13,6 +13,7 @@ from is not recorded in any output, so it never changes a stage's hash.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import shutil
@@ -24,10 +25,12 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from .. import io
-from ..config import Params
+from .. import paths
+from ..artefacts import storage
+from ..artefacts.dataset import Manifest, SourceFile, SplitCount
+from ..config import Params, load
 from ..errors import PipelineError
-from .checksums import PINNED, SPLIT_FILES, PinnedFile, sha256_of
+from .datasets import PINNED, SPLIT_FILES, PinnedFile, sha256_of
 from .idx import read_pair
 
 log = logging.getLogger(__name__)
@@ -120,38 +123,36 @@ def _collect_downloads(downloads: Path, idx_dir: Path, dataset: str) -> None:
         verify_file(idx_dir / pinned.name, pinned)
 
 
-def _export_arrays(builder: Any, out: Path) -> dict[str, dict[str, Any]]:
+def _export_arrays(builder: Any, out: Path) -> dict[str, SplitCount]:
     """Export each split as uint8 .npy arrays; return counts and label histograms."""
     import tensorflow_datasets as tfds
 
     out.mkdir()
-    splits: dict[str, dict[str, Any]] = {}
+    splits: dict[str, SplitCount] = {}
     for split in ("train", "test"):
         data = tfds.as_numpy(builder.as_dataset(split=split, batch_size=-1, shuffle_files=False))
         images = np.asarray(data["image"], dtype=np.uint8).reshape(-1, 28, 28)
         labels = np.asarray(data["label"]).astype(np.uint8)
-        io.save_array(out / f"{split}_images.npy", images)
-        io.save_array(out / f"{split}_labels.npy", labels)
-        splits[split] = {
-            "count": int(labels.shape[0]),
-            "label_histogram": np.bincount(labels, minlength=10).tolist(),
-        }
+        storage.save_array(out / f"{split}_images.npy", images)
+        storage.save_array(out / f"{split}_labels.npy", labels)
+        splits[split] = SplitCount(count=int(labels.shape[0]),
+                                   label_histogram=np.bincount(labels, minlength=10).tolist())
     return splits
 
 
-def _cross_check(idx_dir: Path, splits: dict[str, dict[str, Any]]) -> None:
+def _cross_check(idx_dir: Path, splits: dict[str, SplitCount]) -> None:
     """The TFDS export must hold exactly the examples of the raw IDX files (counts and labels)."""
     for split, (images_name, labels_name) in SPLIT_FILES.items():
         images, labels = read_pair(idx_dir / images_name, idx_dir / labels_name)
         histogram = np.bincount(labels, minlength=10).tolist()
-        if images.shape[0] != splits[split]["count"] or histogram != splits[split]["label_histogram"]:
+        if images.shape[0] != splits[split].count or histogram != splits[split].label_histogram:
             raise PipelineError(
                 f"{idx_dir / labels_name}: TFDS's {split} split disagrees with the raw IDX labels;"
                 " delete data/raw and re-run 'download'"
             )
 
 
-def download(params: Params, out_dir: str | Path = "data/raw", mirror: str | None = None) -> dict[str, Any]:
+def download(params: Params, out_dir: str | Path = paths.RAW.path, mirror: str | None = None) -> Manifest:
     """Run the download stage; return the manifest it wrote."""
     import tensorflow_datasets as tfds
 
@@ -167,7 +168,7 @@ def download(params: Params, out_dir: str | Path = "data/raw", mirror: str | Non
         _check_reachable(pinned[0].url)
 
     started = time.perf_counter()
-    with io.atomic_dir(out_dir) as tmp:
+    with storage.atomic_dir(out_dir) as tmp:
         idx_dir = tmp / "idx"
         idx_dir.mkdir()
         if mirror_dir is not None:
@@ -181,13 +182,14 @@ def download(params: Params, out_dir: str | Path = "data/raw", mirror: str | Non
         shutil.rmtree(downloads, ignore_errors=True)
         splits = _export_arrays(builder, tmp / "arrays")
         _cross_check(idx_dir, splits)
-        manifest = {
-            "dataset": dataset,
-            "tfds_version": tfds.__version__,
-            "builder_version": str(builder.info.version),
-            "files": {p.name: {"sha256": p.sha256, "size": p.size, "url": p.url} for p in pinned},
-            "splits": splits,
-        }
-        io.write_json(tmp / "manifest.json", manifest)
+        manifest = Manifest(
+            dataset=dataset, tfds_version=tfds.__version__, builder_version=str(builder.info.version),
+            files={p.name: SourceFile(sha256=p.sha256, size=p.size, url=p.url) for p in pinned}, splits=splits)
+        storage.write_model(tmp / "manifest.json", manifest)
     log.info("download: %s prepared in %.1f s", dataset, time.perf_counter() - started)
     return manifest
+
+
+def main(args: argparse.Namespace) -> None:
+    """`mnist-pipeline download` (honours MNIST_MIRROR)."""
+    download(load(args.params), args.out)

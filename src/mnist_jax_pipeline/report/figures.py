@@ -7,9 +7,9 @@ version, so the same inputs give the same bytes on every run.
 
 from __future__ import annotations
 
-import io as _io
+import io
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -20,6 +20,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
+from .. import paths
+from ..artefacts.dataset import SplitStats, Stats
 from ..config import NUM_CLASSES
 from .formatting import seconds
 from .inputs import Artefacts, VariantResults
@@ -47,18 +49,16 @@ NO_LABEL = FuncFormatter(lambda value, _: "")
 def png_bytes(fig: Figure) -> bytes:
     """Render `fig` as PNG without the 'Software' (matplotlib version) chunk."""
     FigureCanvasAgg(fig)
-    buffer = _io.BytesIO()
+    buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
     return buffer.getvalue()
 
 
-def ordered_splits(stats: dict) -> list[tuple[str, dict]]:
+def ordered_splits(stats: Stats) -> list[tuple[str, SplitStats]]:
     """The splits of stats.json as train, val, test, then any other."""
-    splits = stats["splits"]
-    names = [n for n in SPLIT_ORDER if n in splits] + sorted(
-        n for n in splits if n not in SPLIT_ORDER
-    )
-    return [(name, splits[name]) for name in names if isinstance(splits[name], dict)]
+    splits = stats.splits
+    names = [n for n in SPLIT_ORDER if n in splits] + sorted(n for n in splits if n not in SPLIT_ORDER)
+    return [(name, splits[name]) for name in names]
 
 
 def variant_color(index: int) -> str:
@@ -93,15 +93,15 @@ def class_balance(art: Artefacts) -> Figure:
     """Share of each class in every non-empty split."""
     fig = Figure(figsize=(7, 2.6), layout="constrained")
     ax = fig.subplots()
-    splits = [(name, s) for name, s in ordered_splits(art.stats) if s.get("count")]
+    splits = [(name, s) for name, s in ordered_splits(art.stats) if s.count]
     width = 0.8 / max(len(splits), 1)
     classes = np.arange(NUM_CLASSES)
     for i, (name, split) in enumerate(splits):
         ax.bar(
             classes + (i - (len(splits) - 1) / 2) * width,
-            split["class_balance"],
+            split.class_balance,
             width,
-            label=f"{name} ({split['count']:,})",
+            label=f"{name} ({split.count:,})",
         )
     ax.set(xticks=classes, xlabel="class", ylabel="share of split")
     fig.legend(ncols=len(splits), loc="outside upper right", fontsize=8)
@@ -113,22 +113,22 @@ def training_curves(variants: Sequence[VariantResults]) -> Figure:
     fig = Figure(figsize=(9, 3.3), layout="constrained")
     loss_ax, acc_ax = fig.subplots(1, 2)
     for i, v in enumerate(variants):
-        epochs = [h["epoch"] for h in v.history]
+        epochs = [h.epoch for h in v.history]
         style = {"color": variant_color(i), "linewidth": max(3.2 - 1.1 * i, 1.0), "alpha": 0.85}
         loss_ax.plot(
             epochs,
-            [h["train_loss"] for h in v.history],
+            [h.train_loss for h in v.history],
             marker="o",
             markersize=3,
             label=v.name,
             **style,
         )
         acc_ax.plot(
-            epochs, [h["train_accuracy"] for h in v.history], label=f"{v.name} train", **style
+            epochs, [h.train_accuracy for h in v.history], label=f"{v.name} train", **style
         )
         acc_ax.plot(
             epochs,
-            [h["test_accuracy"] for h in v.history],
+            [h.test_accuracy for h in v.history],
             linestyle="--",
             label=f"{v.name} test",
             **style,
@@ -161,8 +161,8 @@ def epoch_times(variants: Sequence[VariantResults]) -> Figure:
     line_ax, bar_ax = fig.subplots(1, 2)
     for i, v in enumerate(variants):
         line_ax.plot(
-            [h["epoch"] for h in v.history],
-            [h["epoch_seconds"] for h in v.history],
+            [h.epoch for h in v.history],
+            [h.epoch_seconds for h in v.history],
             marker="o",
             markersize=3,
             color=variant_color(i),
@@ -181,7 +181,7 @@ def epoch_times(variants: Sequence[VariantResults]) -> Figure:
     x = np.arange(len(variants))
     width = 0.8 / len(kinds)
     for k, (key, label, hatch) in enumerate(kinds):
-        values = [v.train.get(key) for v in variants]
+        values = [getattr(v.train, key) for v in variants]
         heights = [value or 0.0 for value in values]
         bars = bar_ax.bar(
             x + (k - 1) * width,
@@ -257,7 +257,7 @@ def per_class_recall(variants: Sequence[VariantResults]) -> Figure:
     width = 0.8 / len(variants)
     lowest = 1.0
     for i, v in enumerate(variants):
-        recall = [v.evaluation["per_class"][str(c)]["recall"] for c in classes]
+        recall = [v.evaluation.per_class[str(c)].recall for c in classes]
         lowest = min(lowest, *recall)
         ax.bar(
             classes + (i - (len(variants) - 1) / 2) * width,
@@ -276,24 +276,30 @@ def per_class_recall(variants: Sequence[VariantResults]) -> Figure:
 
 def misclassified(v: VariantResults, images: np.ndarray) -> Figure:
     """The first misclassified test digits, titled with the predicted and the true class."""
-    shown = v.wrong_indices[:MISCLASSIFIED_SHOWN]
-    titles = [f"pred {p}\ntrue {t}" for p, t in zip(v.wrong_predicted, v.wrong_true, strict=False)]
+    details = v.details
+    shown = details.misclassified_indices[:MISCLASSIFIED_SHOWN]
+    titles = [f"pred {p}\ntrue {t}" for p, t in zip(details.predicted, details.true, strict=False)]
     return digit_grid(
         images[shown], titles[: len(shown)], empty="no misclassified test examples", columns=6
     )
 
 
 def draw_all(art: Artefacts) -> dict[str, bytes]:
-    """Every figure of the report as PNG bytes, by file name (stable names)."""
+    """Every figure of the report (paths.REPORT_FIGURES) as PNG bytes, by file name."""
     variants = art.variants
+    drawers: dict[str, Callable[[], Figure]] = {
+        "dataset_samples": lambda: digit_grid(art.test_images[:SAMPLE_DIGITS]),
+        "class_balance": lambda: class_balance(art),
+        "training_curves": lambda: training_curves(variants),
+        "epoch_times": lambda: epoch_times(variants),
+        "per_class_recall": lambda: per_class_recall(variants),
+    }
+    per_variant: dict[str, Callable[[VariantResults], Figure]] = {
+        "confusion": confusion,
+        "misclassified": lambda v: misclassified(v, art.test_images),
+    }
     with mpl_style.context(["default", STYLE]):  # matplotlib defaults, whatever matplotlibrc says
-        figures = {
-            "dataset_samples.png": digit_grid(art.test_images[:SAMPLE_DIGITS]),
-            "class_balance.png": class_balance(art),
-            "training_curves.png": training_curves(variants),
-            "epoch_times.png": epoch_times(variants),
-            **{f"confusion_{v.name}.png": confusion(v) for v in variants},
-            "per_class_recall.png": per_class_recall(variants),
-            **{f"misclassified_{v.name}.png": misclassified(v, art.test_images) for v in variants},
-        }
+        figures = {f"{name}.png": drawers[name]() for name in paths.FIGURES}
+        for kind in paths.VARIANT_FIGURES:
+            figures.update({f"{kind}_{v.name}.png": per_variant[kind](v) for v in variants})
         return {name: png_bytes(fig) for name, fig in figures.items()}

@@ -1,8 +1,6 @@
-"""The memory section: the profile stage's summary, read defensively, and its call graphs.
-
-Every key of `reports/profile/summary.json` is optional: what is missing is left out, and the
-report says how to get it. Call graphs (`<point>.svg`) are cleaned of scripts, event handlers
-and links, given a fixed size, and inlined as `data:` URIs.
+"""The memory section: the profile stage's summary (typed, artefacts/profile_summary.py) and its
+call graphs. Without a summary the report says how to make one. Call graphs (`<point>.svg`)
+are cleaned of scripts, event handlers and links, given a fixed size, and inlined as `data:` URIs.
 """
 
 from __future__ import annotations
@@ -12,12 +10,12 @@ import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from ..artefacts.profile_summary import Allocation, ProfileSummary, Snapshot
 from ..errors import PipelineError
+from ..paths import SNAPSHOTS
 from ..pprof import INSTALL_HINT, short_frame
 
-POINT_ORDER = ("init", "train_step", "evaluate")  # the profile stage's order; others follow
 SVG_NS = "http://www.w3.org/2000/svg"
 XLINK_NS = "http://www.w3.org/1999/xlink"
 _EXTERNAL_URL = re.compile(r"url\(\s*['\"]?\s*(?!#)", re.IGNORECASE)
@@ -25,9 +23,9 @@ _UNSAFE_TAGS = {"script", "foreignObject", "iframe"}
 
 
 @dataclass(frozen=True)
-class Allocation:
-    bytes: int | None
-    count: int | None
+class AllocationRow:
+    bytes: int
+    count: int
     kind: str
     device: str
     origin: str  # innermost frame of the pipeline's own code, else the innermost frame
@@ -35,41 +33,26 @@ class Allocation:
 
 
 @dataclass(frozen=True)
-class Snapshot:
+class SnapshotView:
     name: str
-    file: str | None
-    total_bytes: int | None
-    total_allocations: int | None
-    top: list[Allocation]
-    explanation: str | None
+    file: str
+    total_bytes: int
+    total_allocations: int
+    top: list[AllocationRow]
+    explanation: str
     call_graph: str | None  # data: URI of the cleaned SVG
 
 
 @dataclass(frozen=True)
 class MemoryView:
     present: bool  # summary.json exists
-    snapshots: list[Snapshot] = field(default_factory=list)
+    snapshots: list[SnapshotView] = field(default_factory=list)
     device: str | None = None
     backend: str | None = None
-    explanation: str | None = None
     peak_bytes: int | None = None
     peak_source: str | None = None
     pprof_available: bool = False
     install_hint: str = INSTALL_HINT
-
-
-def _int(value: Any) -> int | None:
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _str(value: Any) -> str | None:
-    return (
-        str(value) if isinstance(value, str | int | float) and not isinstance(value, bool) else None
-    )
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 def _local(name: str) -> str:
@@ -143,56 +126,44 @@ def svg_data_uri(path: Path) -> str:
     return "data:image/svg+xml;base64," + base64.b64encode(cleaned.encode()).decode("ascii")
 
 
-def _allocation(row: Any) -> Allocation:
-    row = _dict(row)
-    labels = _dict(row.get("labels"))
-    raw_stack = row.get("stack") if isinstance(row.get("stack"), list) else []
-    stack = [short_frame(f) for f in raw_stack if isinstance(f, str)]
-    where = _str(row.get("origin"))
-    return Allocation(
-        _int(row.get("bytes")),
-        _int(row.get("count")),
-        _str(labels.get("kind")) or "",
-        _str(labels.get("device")) or "",
-        short_frame(where) if where else (stack[0] if stack else ""),
-        stack,
+def _row(allocation: Allocation) -> AllocationRow:
+    stack = [short_frame(f) for f in allocation.stack]
+    return AllocationRow(
+        bytes=allocation.bytes,
+        count=allocation.count,
+        kind=str(allocation.labels.get("kind", "")),
+        device=str(allocation.labels.get("device", "")),
+        origin=short_frame(allocation.origin) if allocation.origin else (stack[0] if stack else ""),
+        frames=stack,
     )
 
 
-def _snapshot(name: str, point: Any, profile_dir: Path) -> Snapshot:
-    point = _dict(point)
+def _snapshot(name: str, snapshot: Snapshot, profile_dir: Path) -> SnapshotView:
     graph = profile_dir / f"{name}.svg"
     safe_name = Path(name).name == name and not name.startswith(".")
-    rows = point.get("top") if isinstance(point.get("top"), list) else []
-    return Snapshot(
+    return SnapshotView(
         name=name,
-        file=_str(point.get("file")),
-        total_bytes=_int(point.get("total_bytes")),
-        total_allocations=_int(point.get("total_allocations")),
-        top=[_allocation(row) for row in rows],
-        explanation=_str(point.get("explanation")),
+        file=snapshot.file,
+        total_bytes=snapshot.total_bytes,
+        total_allocations=snapshot.total_allocations,
+        top=[_row(row) for row in snapshot.top],
+        explanation=snapshot.explanation,
         call_graph=svg_data_uri(graph) if safe_name and graph.is_file() else None,
     )
 
 
-def memory_view(summary: dict[str, Any] | None, profile_dir: Path) -> MemoryView:
+def memory_view(summary: ProfileSummary | None, profile_dir: Path) -> MemoryView:
     """What the memory section shows; without a summary, an empty view with the install hint."""
     if summary is None:
         return MemoryView(present=False)
-    pprof = _dict(summary.get("pprof"))
-    peak = _dict(summary.get("peak_memory"))
-    points = _dict(summary.get("points"))
-    names = [p for p in POINT_ORDER if p in points] + sorted(
-        str(p) for p in points if p not in POINT_ORDER
-    )
+    names = [p for p in SNAPSHOTS if p in summary.points] + sorted(p for p in summary.points if p not in SNAPSHOTS)
     return MemoryView(
         present=True,
-        snapshots=[_snapshot(name, points[name], profile_dir) for name in names],
-        device=_str(summary.get("device_kind")) or _str(summary.get("device")),
-        backend=_str(summary.get("backend")),
-        explanation=_str(summary.get("explanation")),
-        peak_bytes=_int(peak.get("bytes")),
-        peak_source=_str(peak.get("source")),
-        pprof_available=pprof.get("available") is True,
-        install_hint=_str(pprof.get("install_hint")) or INSTALL_HINT,
+        snapshots=[_snapshot(name, summary.points[name], profile_dir) for name in names],
+        device=summary.device_kind or summary.device,
+        backend=summary.backend,
+        peak_bytes=summary.peak_memory.bytes,
+        peak_source=summary.peak_memory.source,
+        pprof_available=summary.pprof.available,
+        install_hint=summary.pprof.install_hint,
     )

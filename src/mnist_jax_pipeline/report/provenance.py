@@ -8,6 +8,8 @@ import subprocess
 from datetime import UTC, datetime
 from typing import Any
 
+from ..artefacts.dataset import Manifest
+from ..paths import PIPELINE_WRITES
 from ..runtime import package_version
 
 UNKNOWN = "unknown"
@@ -23,17 +25,31 @@ def _git(*args: str) -> str | None:
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    return done.stdout.strip()
+    return done.stdout
 
 
-def git_state() -> dict[str, str]:
-    """The commit checked out and whether any file (tracked or untracked, not ignored) differs."""
-    commit = _git("rev-parse", "HEAD")
-    if not commit:
-        return {"commit": UNKNOWN, "dirty": UNKNOWN}
-    status = _git("status", "--porcelain")
-    dirty = UNKNOWN if status is None else ("yes" if status else "no")
-    return {"commit": commit, "dirty": dirty}
+def modified_files(porcelain: str) -> list[str]:
+    """Paths in `git status --porcelain=v1 -z` output, less the files the pipeline itself rewrites."""
+    entries = porcelain.split("\0")
+    found, skip = [], False
+    for entry in entries:
+        if skip or not entry:  # the second path of a rename or copy, or the end
+            skip = False
+            continue
+        status, path = entry[:2], entry[3:]
+        skip = "R" in status or "C" in status
+        if path not in PIPELINE_WRITES:
+            found.append(path)
+    return sorted(found)
+
+
+def git_state() -> dict[str, Any]:
+    """The commit checked out and the tracked files that differ from it (not dvc.lock: runs rewrite it)."""
+    commit = (_git("rev-parse", "HEAD") or "").strip()
+    status = _git("status", "--porcelain=v1", "-z", "--untracked-files=no") if commit else None
+    if not commit or status is None:
+        return {"commit": UNKNOWN, "modified": None}
+    return {"commit": commit, "modified": modified_files(status)}
 
 
 def versions() -> dict[str, str]:
@@ -52,19 +68,13 @@ def generated_at() -> str:
     return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def collect(params_digest: str, params_path: str, manifest: dict[str, Any]) -> dict[str, Any]:
+def collect(params_digest: str, params_path: str, manifest: Manifest) -> dict[str, Any]:
     """Everything the provenance section and the summary's last line show."""
-    files = manifest.get("files")
-    files = files if isinstance(files, dict) else {}
     return {
         **git_state(),
         "params_sha256": params_digest,
         "params_path": params_path,
-        "data_checksums": {
-            name: str(entry.get("sha256", UNKNOWN))
-            for name, entry in sorted(files.items())
-            if isinstance(entry, dict)
-        },
+        "data_checksums": {name: entry.sha256 for name, entry in sorted(manifest.files.items())},
         "versions": versions(),
         "date": generated_at(),
     }

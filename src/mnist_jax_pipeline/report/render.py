@@ -7,6 +7,7 @@ and `reports/figures/*.png`. The text lives in Jinja templates under `report/tem
 
 from __future__ import annotations
 
+import argparse
 import base64
 import json
 import logging
@@ -14,8 +15,10 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from .. import io, paths
-from ..config import NUM_CLASSES, Params
+from .. import paths, variants
+from ..artefacts import storage
+from ..artefacts.dataset import Stats
+from ..config import NUM_CLASSES, Params, load
 from .figures import SAMPLE_DIGITS, draw_all, ordered_splits
 from .formatting import FILTERS
 from .inputs import Artefacts, VariantResults, read_all
@@ -24,18 +27,8 @@ from .provenance import collect
 
 log = logging.getLogger(__name__)
 
-BASELINE = "nojit"
-DEVICE_KEYS = (
-    "backend",
-    "device_kind",
-    "device_count",
-    "devices",
-    "jax_version",
-    "jaxlib_version",
-    "host_cpu_count",
-    "machine",
-    "python_version",
-)
+DEVICE_KEYS = ("backend", "device_kind", "device_count", "devices", "jax_version", "jaxlib_version",
+               "host_cpu_count", "machine", "python_version")
 
 
 def environment(autoescape: bool) -> Environment:
@@ -52,41 +45,40 @@ def environment(autoescape: bool) -> Environment:
     return env
 
 
-def speedups(variants: tuple[VariantResults, ...]) -> dict[str, float | None]:
-    """Median epoch time of `nojit` over each variant's (None without a nojit run)."""
-    base = next((v for v in variants if v.name == BASELINE), None)
-    out: dict[str, float | None] = {}
-    for v in variants:
-        median = v.train["epoch_seconds_median"]
-        out[v.name] = base.train["epoch_seconds_median"] / median if base and median > 0 else None
-    return out
+def speedups(results: tuple[VariantResults, ...]) -> dict[str, float | None]:
+    """Median epoch time of the baseline variant over each variant's (None without a baseline run)."""
+    base = next((v for v in results if v.name == variants.BASELINE), None)
+    return {v.name: base.train.epoch_seconds_median / v.train.epoch_seconds_median
+            if base and v.train.epoch_seconds_median > 0 else None for v in results}
 
 
 def _variant_row(v: VariantResults, speedup: float | None) -> dict[str, Any]:
-    recalls = {c: r["recall"] for c, r in sorted(v.evaluation["per_class"].items())}
+    recalls = {c: scores.recall for c, scores in sorted(v.evaluation.per_class.items())}
     worst = min(recalls, key=recalls.__getitem__)
     return {
         "name": v.name,
+        "description": variants.get(v.name).description,
         "train": v.train,
+        "run": v.run,
         "evaluation": v.evaluation,
         "speedup": speedup,
         "epochs_timed": len(v.history),
         "worst_class": worst,
         "worst_recall": recalls[worst],
-        "per_class": v.evaluation["per_class"],
-        "device": {key: v.train.get(key) for key in DEVICE_KEYS},
+        "per_class": v.evaluation.per_class,
+        "device": {key: getattr(v.run, key) for key in DEVICE_KEYS},
     }
 
 
-def _class_rows(stats: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
+def _class_rows(stats: Stats) -> tuple[list[str], list[dict[str, Any]]]:
     """Non-empty splits and, per class, the count and share in each."""
-    splits = [name for name, s in ordered_splits(stats) if s.get("count")]
+    splits = [name for name, s in ordered_splits(stats) if s.count]
     rows = []
     for c in range(NUM_CLASSES):
         row: dict[str, Any] = {"class": c}
         for name in splits:
-            split = stats["splits"][name]
-            row[name] = (split["label_histogram"][c], split["class_balance"][c])
+            split = stats.splits[name]
+            row[name] = (split.label_histogram[c], split.class_balance[c])
         rows.append(row)
     return splits, rows
 
@@ -96,22 +88,23 @@ def context(
 ) -> dict[str, Any]:
     """Everything both templates show."""
     ratios = speedups(art.variants)
-    variants = [_variant_row(v, ratios[v.name]) for v in art.variants]
+    rows = [_variant_row(v, ratios[v.name]) for v in art.variants]
     splits, class_rows = _class_rows(art.stats)
-    jit = ratios.get("jit") if BASELINE in ratios else None
+    baseline = next((row for row in rows if row["name"] == variants.BASELINE), None)
     return {
-        "dataset": art.manifest["dataset"],
+        "dataset": art.manifest.dataset,
         "manifest": art.manifest,
         "stats": art.stats,
         "all_splits": ordered_splits(art.stats),
         "splits": splits,
         "class_rows": class_rows,
         "samples_shown": min(len(art.test_images), SAMPLE_DIGITS),
-        "variants": variants,
-        "baseline": BASELINE if BASELINE in ratios else None,
-        "jit_speedup": jit,
-        "device": variants[0]["device"],
-        "peak_rss": max(int(v.train["peak_rss_bytes"]) for v in art.variants),
+        "variants": rows,
+        "baseline": baseline,  # the row of the variant every speedup is measured against, or None
+        "baseline_name": variants.BASELINE,
+        "faster": [row for row in rows if baseline is not None and row is not baseline],
+        "device": rows[0]["device"],
+        "peak_rss": max(v.train.peak_rss_bytes for v in art.variants),
         "memory": memory_view(art.profile, art.profile_dir),
         "figures": figures,
         "provenance": collect(params.digest(), params_path, art.manifest),
@@ -133,15 +126,15 @@ def render(params: Params, params_path: str) -> None:
     values = context(art, params, params_path, uris)
     html = environment(autoescape=True).get_template("report.html.j2").render(values)
     summary = environment(autoescape=False).get_template("summary.md.j2").render(values)
-    with io.atomic_dir(paths.FIGURES_DIR) as tmp:
+    with storage.atomic_dir(paths.REPORT_FIGURES.path) as tmp:
         for name, data in pngs.items():
             (tmp / name).write_bytes(data)
-    io.write_text(paths.REPORT_HTML, html)
-    io.write_text(paths.REPORT_MD, summary)
-    log.info(
-        "report: wrote %s, %s and %d figures in %s",
-        paths.REPORT_HTML,
-        paths.REPORT_MD,
-        len(pngs),
-        paths.FIGURES_DIR,
-    )
+    storage.write_text(paths.REPORT_HTML.path, html)
+    storage.write_text(paths.REPORT_MD.path, summary)
+    log.info("report: wrote %s, %s and %d figures in %s", paths.REPORT_HTML.path, paths.REPORT_MD.path,
+             len(pngs), paths.REPORT_FIGURES.path)
+
+
+def main(args: argparse.Namespace) -> None:
+    """`mnist-pipeline report`."""
+    render(load(args.params), args.params)

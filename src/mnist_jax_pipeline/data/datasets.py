@@ -1,6 +1,6 @@
-"""SHA-256-pinned original IDX files of each supported dataset.
+"""The supported datasets: their SHA-256-pinned original IDX files and their split sizes.
 
-The values equal those TFDS pins in `tensorflow_datasets/url_checksums/<name>.txt`
+The checksums equal those TFDS pins in `tensorflow_datasets/url_checksums/<name>.txt`
 (a test checks that), so a mirror is verified before TFDS verifies it again.
 """
 
@@ -44,6 +44,12 @@ PINNED: dict[str, tuple[PinnedFile, ...]] = {
         PinnedFile("t10k-labels-idx1-ubyte.gz", _FASHION + "t10k-labels-idx1-ubyte.gz", 5148,
                    "67da17c76eaffca5446c3361aaab5c3cd6d1c2608764d35dfb1850b086bf8dd5"),
     ),
+}
+
+# Examples per split of each dataset (the download stage checks them against the files).
+SPLIT_SIZES: dict[str, dict[str, int]] = {
+    "mnist": {"train": 60_000, "test": 10_000},
+    "fashion_mnist": {"train": 60_000, "test": 10_000},
 }
 
 SPLIT_FILES = {

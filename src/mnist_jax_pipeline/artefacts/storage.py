@@ -1,25 +1,30 @@
-"""Atomic writes and the artefact formats (JSON, .npy arrays, safetensors models).
+"""Atomic writes, and reading what the pipeline wrote: typed JSON, CSV tables and .npy arrays.
 
-Every output is written under a temporary name in its own folder, then renamed into
-place, so an interrupted or failed stage never leaves a half-written file behind.
+Every output is written under a temporary name (`.tmp-*`) in its own folder, then renamed into
+place, so an interrupted or failed stage never leaves a half-written file behind. Every read
+names the file and the stage to re-run when the file is missing or does not match its type.
 """
 
 from __future__ import annotations
 
 import contextlib
+import csv
+import io
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
+from pydantic import BaseModel, ValidationError
 
-from .errors import PipelineError
+from ..errors import PipelineError
 
 TMP_PREFIX = ".tmp-"
+Model = TypeVar("Model", bound=BaseModel)
 
 
 def _umask() -> int:
@@ -107,27 +112,78 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
         raise
 
 
-def write_json(path: str | Path, data: Any) -> None:
-    """Write `data` as indented, key-sorted JSON, atomically."""
-    with atomic_file(path) as tmp:
-        tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-
-
 def write_text(path: str | Path, text: str) -> None:
     """Write `text`, atomically."""
     with atomic_file(path) as tmp:
         tmp.write_text(text)
 
 
-def read_json(path: str | Path, made_by: str) -> Any:
-    """Read a JSON artefact; a missing or corrupt one names the stage that makes it."""
-    path = Path(path)
+def write_json(path: str | Path, data: Any) -> None:
+    """Write `data` as indented, key-sorted JSON, atomically."""
+    write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def write_model(path: str | Path, model: BaseModel) -> None:
+    """Write a typed artefact as indented, key-sorted JSON (None fields left out), atomically."""
+    write_json(path, model.model_dump(mode="json", exclude_none=True))
+
+
+def _read_text(path: Path, made_by: str) -> str:
     try:
-        return json.loads(path.read_text())
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError as err:
         raise PipelineError(f"{path}: missing; run the '{made_by}' stage first") from err
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise PipelineError(f"{path}: corrupt JSON ({err}); re-run the '{made_by}' stage") from err
+    except UnicodeDecodeError as err:
+        raise PipelineError(f"{path}: not UTF-8 text; re-run the '{made_by}' stage") from err
+    except OSError as err:
+        raise PipelineError(f"{path}: cannot read ({err.strerror}); check its permissions") from err
+
+
+def invalid(path: Path, err: ValidationError, made_by: str) -> PipelineError:
+    """One line for an artefact that does not match its type."""
+    first = err.errors()[0]
+    where = ".".join(str(part) for part in first["loc"])
+    what = f"'{where}': {first['msg'].lower()}" if where else first["msg"].lower()
+    return PipelineError(f"{path}: {what}; re-run the '{made_by}' stage")
+
+
+def read_model(path: str | Path, model: type[Model], made_by: str) -> Model:
+    """Read a typed JSON artefact; a missing, corrupt or mistyped one names the stage that makes it."""
+    path = Path(path)
+    text = _read_text(path, made_by)
+    try:
+        return model.model_validate_json(text)
+    except ValidationError as err:
+        if any(e["type"] == "json_invalid" for e in err.errors()):
+            raise PipelineError(f"{path}: corrupt JSON; re-run the '{made_by}' stage") from err
+        raise invalid(path, err, made_by) from err
+
+
+def write_rows(path: str | Path, rows: Sequence[BaseModel], model: type[BaseModel]) -> None:
+    """Write typed rows as CSV, one column per field of `model`, atomically."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(model.model_fields), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(row.model_dump(mode="json") for row in rows)
+    write_text(path, out.getvalue())
+
+
+def read_rows(path: str | Path, model: type[Model], made_by: str) -> list[Model]:
+    """Read a CSV of typed rows; a missing column or a bad value names the line and the stage."""
+    path = Path(path)
+    reader = csv.DictReader(_read_text(path, made_by).splitlines())
+    absent = [c for c in model.model_fields if c not in (reader.fieldnames or [])]
+    if absent:
+        raise PipelineError(f"{path}: missing column '{absent[0]}'; re-run the '{made_by}' stage")
+    rows = []
+    for line, row in enumerate(reader, start=2):
+        try:
+            rows.append(model.model_validate(row, strict=False))
+        except ValidationError as err:
+            first = err.errors()[0]
+            raise PipelineError(f"{path}: line {line}, column '{first['loc'][0]}': {first['msg'].lower()};"
+                                f" re-run the '{made_by}' stage") from err
+    return rows
 
 
 def save_array(path: Path, array: np.ndarray) -> None:
@@ -157,44 +213,3 @@ def load_array(
     ):
         raise PipelineError(f"{path}: shape {array.shape}, expected {shape}; re-run the '{made_by}' stage")
     return array
-
-
-METADATA_KEY = "mnist_jax_pipeline"
-
-
-def save_params(path: str | Path, arrays: Mapping[str, np.ndarray], metadata: Mapping[str, str]) -> None:
-    """Save model arrays as safetensors (no pickle), atomically.
-
-    The metadata travels as one key-sorted JSON string: safetensors writes several metadata
-    keys in hash order, which would make two identical models differ in bytes.
-    """
-    from safetensors.numpy import save
-
-    tensors = {name: np.ascontiguousarray(value) for name, value in arrays.items()}
-    blob = save(tensors, metadata={METADATA_KEY: json.dumps(dict(metadata), sort_keys=True)})
-    with atomic_file(path) as tmp:
-        tmp.write_bytes(blob)
-
-
-def load_params(path: str | Path, made_by: str) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """Load a safetensors model and its metadata; a corrupt file names the stage to re-run."""
-    from safetensors import SafetensorError
-    from safetensors.numpy import load
-
-    path = Path(path)
-    try:
-        blob = path.read_bytes()
-    except FileNotFoundError as err:
-        raise PipelineError(f"{path}: missing; run the '{made_by}' stage first") from err
-    try:
-        arrays = load(blob)
-        header_len = int.from_bytes(blob[:8], "little")
-        header = json.loads(blob[8 : 8 + header_len])
-    except (SafetensorError, ValueError, UnicodeDecodeError) as err:
-        raise PipelineError(f"{path}: corrupt or truncated model ({err}); re-run the '{made_by}' stage") from err
-    stored = header.get("__metadata__", {}).get(METADATA_KEY, "{}")
-    try:
-        metadata = json.loads(stored)
-    except json.JSONDecodeError as err:
-        raise PipelineError(f"{path}: corrupt model metadata; re-run the '{made_by}' stage") from err
-    return arrays, metadata

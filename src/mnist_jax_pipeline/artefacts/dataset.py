@@ -1,0 +1,101 @@
+"""The data artefacts: the download stage's manifest and arrays, the preprocess stage's arrays and stats."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+from pydantic import Field
+
+from .. import paths
+from ..config import IMAGE_PIXELS, NUM_CLASSES
+from ..errors import PipelineError
+from . import storage
+from .record import Record
+
+Histogram = Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=NUM_CLASSES, max_length=NUM_CLASSES)]
+RAW_MADE_BY = paths.RAW.made_by
+PROCESSED_MADE_BY = paths.PROCESSED.made_by
+
+
+class SourceFile(Record):
+    sha256: str
+    size: int
+    url: str
+
+
+class SplitCount(Record):
+    count: int
+    label_histogram: Histogram
+
+
+class Manifest(Record):
+    """data/raw/manifest.json: what was downloaded, with which TFDS, and what it holds."""
+
+    dataset: str
+    tfds_version: str
+    builder_version: str
+    files: dict[str, SourceFile]
+    splits: dict[str, SplitCount]
+
+
+class PixelStats(Record):
+    mean: float
+    std: float
+    min: float
+    max: float
+
+
+class SplitStats(Record):
+    count: int
+    label_histogram: Histogram
+    class_balance: Annotated[list[float], Field(min_length=NUM_CLASSES, max_length=NUM_CLASSES)]
+    pixels: PixelStats | None = None  # absent for an empty split
+
+
+class Stats(Record):
+    """data/processed/stats.json: how the arrays were made and what they hold."""
+
+    dataset: str
+    format: str
+    normalize: str
+    normalize_mean: float
+    normalize_std: float
+    image_shape: list[int]
+    splits: dict[str, SplitStats]
+
+
+def read_manifest(raw_dir: str | Path = paths.RAW.path) -> Manifest:
+    return storage.read_model(Path(raw_dir) / "manifest.json", Manifest, RAW_MADE_BY)
+
+
+def read_stats(processed_dir: str | Path = paths.PROCESSED.path) -> Stats:
+    stats = storage.read_model(Path(processed_dir) / "stats.json", Stats, PROCESSED_MADE_BY)
+    for split in ("train", "test"):
+        if split not in stats.splits:
+            raise PipelineError(f"{Path(processed_dir) / 'stats.json'}: missing split '{split}';"
+                                f" re-run the '{PROCESSED_MADE_BY}' stage")
+    return stats
+
+
+def load_raw_split(raw_dir: str | Path, split: str) -> tuple[np.ndarray, np.ndarray]:
+    """One split as the download stage exported it: uint8 images (N, 28, 28), uint8 labels (N,)."""
+    arrays = Path(raw_dir) / "arrays"
+    images = storage.load_array(arrays / f"{split}_images.npy", RAW_MADE_BY, np.uint8, (None, 28, 28))
+    labels = storage.load_array(arrays / f"{split}_labels.npy", RAW_MADE_BY, np.uint8, (images.shape[0],))
+    return images, labels
+
+
+def load_split(processed_dir: str | Path, split: str) -> tuple[np.ndarray, np.ndarray]:
+    """One processed split as (images (N, 784) float32, labels (N,) int32), whatever the stored shape."""
+    base = Path(processed_dir)
+    images = storage.load_array(base / f"{split}_images.npy", PROCESSED_MADE_BY, np.float32)
+    if images.ndim not in (2, 3) or int(np.prod(images.shape[1:])) != IMAGE_PIXELS:
+        raise PipelineError(f"{base / f'{split}_images.npy'}: shape {images.shape}, expected (N, 784) or"
+                            f" (N, 28, 28); re-run the '{PROCESSED_MADE_BY}' stage")
+    labels = storage.load_array(base / f"{split}_labels.npy", PROCESSED_MADE_BY, np.int32, (images.shape[0],))
+    if labels.size and not (0 <= labels.min() and labels.max() < NUM_CLASSES):
+        raise PipelineError(f"{base / f'{split}_labels.npy'}: labels outside 0..{NUM_CLASSES - 1};"
+                            f" re-run the '{PROCESSED_MADE_BY}' stage")
+    return images.reshape(len(images), -1), labels

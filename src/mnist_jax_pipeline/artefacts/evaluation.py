@@ -1,0 +1,71 @@
+"""The evaluate stage's artefacts: test metrics (numbers only), the mistakes, the confusion rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field
+
+from .. import paths
+from ..config import NUM_CLASSES
+from ..errors import PipelineError
+from . import storage
+from .record import Record
+
+Fraction = Annotated[float, Field(ge=0, le=1)]
+
+
+class ClassScores(Record):
+    precision: Fraction
+    recall: Fraction
+
+
+class EvalMetrics(Record):
+    """metrics/evaluate/<variant>.json."""
+
+    test_accuracy: Fraction
+    test_loss: float
+    test_examples: int
+    misclassified: int
+    per_class: dict[str, ClassScores]  # keyed "0".."9"
+
+
+class EvalDetails(Record):
+    """metrics/evaluate/<variant>_details.json: the confusion matrix and every misclassified example."""
+
+    confusion_matrix: Annotated[list[list[int]], Field(min_length=NUM_CLASSES, max_length=NUM_CLASSES)]
+    misclassified_indices: list[int]
+    true: list[int]
+    predicted: list[int]
+
+
+class ConfusionRow(Record):
+    """One row of plots/confusion/<variant>.csv (DVC's confusion template)."""
+
+    actual: int
+    predicted: int
+
+
+def read_metrics(variant: str, root: str | Path = ".") -> EvalMetrics:
+    path, made_by = paths.EVAL_METRICS.at(variant, root), paths.EVAL_METRICS.stage(variant)
+    metrics = storage.read_model(path, EvalMetrics, made_by)
+    if sorted(metrics.per_class, key=int) != [str(c) for c in range(NUM_CLASSES)]:
+        raise PipelineError(f"{path}: 'per_class' needs each of the {NUM_CLASSES} classes; re-run the"
+                            f" '{made_by}' stage")
+    return metrics
+
+
+def read_details(variant: str, test_count: int, root: str | Path = ".") -> EvalDetails:
+    """The details, checked against the test split they index into."""
+    path, made_by = paths.EVAL_DETAILS.at(variant, root), paths.EVAL_DETAILS.stage(variant)
+    details = storage.read_model(path, EvalDetails, made_by)
+    if any(len(row) != NUM_CLASSES for row in details.confusion_matrix):
+        raise PipelineError(f"{path}: the confusion matrix is not {NUM_CLASSES}x{NUM_CLASSES};"
+                            f" re-run the '{made_by}' stage")
+    wrong = details.misclassified_indices
+    if not len(wrong) == len(details.true) == len(details.predicted) or any(
+            not 0 <= i < test_count for i in wrong):
+        raise PipelineError(f"{path}: misclassified indices do not match the {test_count} test images of"
+                            f" {paths.PROCESSED.path}; re-run the '{made_by}' stage")
+    return details

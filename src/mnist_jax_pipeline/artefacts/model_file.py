@@ -1,0 +1,87 @@
+"""The model file: the MLP's arrays as safetensors (no pickle) and its typed metadata, saved and
+loaded here only.
+
+Arrays are named `layer{i}.weight` (out, in) and `layer{i}.bias` (out,). The metadata travels as
+one key-sorted JSON string under one key: safetensors writes several metadata keys in hash
+order, which would make two identical models differ in bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from pydantic import ValidationError
+
+from ..errors import PipelineError
+from . import storage
+from .record import Record
+
+METADATA_KEY = "mnist_jax_pipeline"
+HostParams = list[tuple[np.ndarray, np.ndarray]]  # (weight, bias) per layer, on the host
+
+
+class ModelMetadata(Record):
+    variant: str
+    layer_sizes: list[int]
+    params_sha256: str  # digest of the model and train parameters that made it
+    jax_version: str
+
+
+def layer_sizes_of(params: HostParams) -> list[int]:
+    """[in, hidden..., out] read off the weight shapes."""
+    return [int(params[0][0].shape[1])] + [int(w.shape[0]) for w, _ in params]
+
+
+def save_model(path: str | Path, params: HostParams, metadata: ModelMetadata) -> None:
+    """Write the model file atomically."""
+    from safetensors.numpy import save
+
+    tensors = {}
+    for i, (w, b) in enumerate(params):
+        tensors[f"layer{i}.weight"] = np.ascontiguousarray(w)
+        tensors[f"layer{i}.bias"] = np.ascontiguousarray(b)
+    blob = save(tensors, metadata={METADATA_KEY: json.dumps(metadata.model_dump(mode="json"), sort_keys=True)})
+    with storage.atomic_file(path) as tmp:
+        tmp.write_bytes(blob)
+
+
+def load_model(path: str | Path, made_by: str) -> tuple[HostParams, ModelMetadata]:
+    """Read a model file, checking its metadata and that its layer shapes chain up."""
+    from safetensors import SafetensorError, safe_open
+
+    path = Path(path)
+    if not path.is_file():
+        raise PipelineError(f"{path}: missing; run the '{made_by}' stage first")
+
+    def corrupt(why: str) -> PipelineError:
+        return PipelineError(f"{path}: {why}; re-run the '{made_by}' stage")
+
+    try:
+        with safe_open(str(path), framework="numpy") as handle:
+            stored = (handle.metadata() or {}).get(METADATA_KEY)
+            named = {name: handle.get_tensor(name) for name in handle.keys()}  # noqa: SIM118
+    except (SafetensorError, OSError, ValueError) as err:
+        raise corrupt(f"corrupt or truncated model ({err})") from err
+    if stored is None:
+        raise corrupt(f"no '{METADATA_KEY}' metadata")
+    try:
+        metadata = ModelMetadata.model_validate_json(stored)
+    except ValidationError as err:
+        raise corrupt(f"corrupt model metadata ({err.errors()[0]['msg'].lower()})") from err
+    count = len(named) // 2
+    try:
+        params = [(named[f"layer{i}.weight"], named[f"layer{i}.bias"]) for i in range(count)]
+    except KeyError as err:
+        raise corrupt(f"missing array {err}") from err
+    if not params or len(named) != 2 * count:
+        raise corrupt(f"{len(named)} arrays, expected weight/bias pairs")
+    sizes = layer_sizes_of(params)
+    for i, (w, b) in enumerate(params):
+        if w.ndim != 2 or b.shape != (w.shape[0],) or w.shape[1] != sizes[i] or w.dtype != np.float32:
+            raise corrupt(f"layer {i} has shapes {w.shape}/{b.shape} ({w.dtype})")
+    if sizes != metadata.layer_sizes:
+        raise corrupt(f"arrays of layer sizes {sizes}, metadata says {metadata.layer_sizes}")
+    return params, metadata
+

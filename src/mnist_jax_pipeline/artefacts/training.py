@@ -1,0 +1,93 @@
+"""The train stage's artefacts: per-epoch history, its metrics (numbers only), and what it ran on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+
+from .. import paths
+from ..errors import PipelineError
+from . import storage
+from .record import Record
+
+
+class EpochRecord(Record):
+    """One row of plots/train/<variant>.csv."""
+
+    epoch: int = Field(ge=1)
+    epoch_seconds: float
+    train_loss: float
+    train_accuracy: float
+    test_accuracy: float
+
+
+class XlaAnalysis(Record):
+    """XLA's own figures for the compiled training step (per batch; per epoch for jit_scan)."""
+
+    argument_bytes: int
+    output_bytes: int
+    alias_bytes: int
+    temp_bytes: int
+    generated_code_bytes: int
+    peak_bytes: int | None = None
+    flops: float | None = None
+    bytes_accessed: float | None = None
+
+
+class TrainMetrics(Record):
+    """metrics/train/<variant>.json: every value a number, so `dvc metrics show` lists figures only."""
+
+    epochs: int
+    steps_per_epoch: int
+    examples_per_epoch: int
+    compile_seconds: float | None = None  # absent when nothing is compiled (nojit)
+    first_epoch_seconds: float
+    epoch_seconds_median: float  # over the epochs after the first (the first alone if there is one)
+    total_train_seconds: float
+    steps_per_second: float
+    examples_per_second: float
+    final_train_loss: float
+    final_train_accuracy: float
+    final_test_accuracy: float
+    peak_rss_bytes: int
+    xla: XlaAnalysis | None = None  # absent when nothing is compiled (nojit)
+
+
+class RunInfo(Record):
+    """metrics/train/<variant>.run.json: the device, versions and host a training run used."""
+
+    variant: str
+    backend: str
+    devices: list[str]
+    device_kind: str
+    device_count: int
+    jax_version: str
+    jaxlib_version: str | None
+    host_cpu_count: int | None
+    python_version: str
+    machine: str
+    ran_alone: bool  # it held the pipeline's exclusive lock
+    lock_wait_seconds: float
+    loadavg_1m_at_start: float | None
+
+
+def read_metrics(variant: str, root: str | Path = ".") -> TrainMetrics:
+    return storage.read_model(paths.TRAIN_METRICS.at(variant, root), TrainMetrics, paths.TRAIN_METRICS.stage(variant))
+
+
+def read_run(variant: str, root: str | Path = ".") -> RunInfo:
+    path, made_by = paths.TRAIN_RUN.at(variant, root), paths.TRAIN_RUN.stage(variant)
+    run = storage.read_model(path, RunInfo, made_by)
+    if run.variant != variant:
+        raise PipelineError(f"{path}: holds variant '{run.variant}', expected '{variant}'; re-run the"
+                            f" '{made_by}' stage")
+    return run
+
+
+def read_history(variant: str, root: str | Path = ".") -> list[EpochRecord]:
+    path, made_by = paths.TRAIN_HISTORY.at(variant, root), paths.TRAIN_HISTORY.stage(variant)
+    rows = storage.read_rows(path, EpochRecord, made_by)
+    if not rows:
+        raise PipelineError(f"{path}: no epochs; re-run the '{made_by}' stage")
+    return rows

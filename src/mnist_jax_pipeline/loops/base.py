@@ -1,0 +1,117 @@
+"""What every training loop shares: its typed interface, the optimizer, the update step, and the
+order of the examples in each epoch.
+
+A loop is built with everything it needs (the update, the training arrays, the parameters);
+`compile` prepares it, timed apart from the epochs, and `run_epoch` runs one epoch. All loops
+see the same examples in the same order and apply the same arithmetic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
+
+import jax
+import numpy as np
+import optax
+
+from ..artefacts.training import XlaAnalysis
+from ..config import TrainConfig
+from ..model import MLPParams, loss
+
+
+class TrainState(NamedTuple):
+    params: MLPParams
+    opt_state: optax.OptState
+
+
+Update = Callable[[TrainState, jax.Array, jax.Array], TrainState]
+
+
+@dataclass(frozen=True)
+class LoopInputs:
+    """What a loop trains on: the update step, the training arrays and the train parameters."""
+
+    update: Update
+    images: np.ndarray  # (N, 784) float32
+    targets: np.ndarray  # (N, 10) float32 one-hot
+    config: TrainConfig
+
+
+class TrainingLoop(Protocol):
+    """A variant's way of running the epochs."""
+
+    def place(self, state: TrainState) -> TrainState:
+        """Put the state where the loop runs it (replicated over the devices, where there are several)."""
+        ...
+
+    def compile(self, state: TrainState) -> float | None:
+        """Compile ahead of time for this state's shapes; the seconds it took (None: nothing compiled)."""
+        ...
+
+    def run_epoch(self, state: TrainState, epoch: int) -> TrainState:
+        """Run epoch `epoch` (1-based: it seeds the shuffle) and return the new state."""
+        ...
+
+    def analysis(self) -> XlaAnalysis | None:
+        """XLA's memory and cost analysis of the compiled step (None: nothing compiled)."""
+        ...
+
+
+def make_optimizer(config: TrainConfig, steps_per_epoch: int) -> optax.GradientTransformation:
+    """Plain SGD by default (w - step_size * grad, as in the tutorial); momentum or Adam on request."""
+    rate: float | optax.Schedule = config.step_size
+    if config.schedule == "cosine":
+        rate = optax.cosine_decay_schedule(config.step_size, decay_steps=steps_per_epoch * config.epochs)
+    if config.optimizer == "momentum":
+        return optax.sgd(rate, momentum=config.momentum)
+    if config.optimizer == "adam":
+        return optax.adam(rate)
+    return optax.sgd(rate)
+
+
+def make_update(optimizer: optax.GradientTransformation) -> Update:
+    """One step: gradients of the tutorial loss, then the optimizer's update."""
+
+    def update(state: TrainState, images: jax.Array, targets: jax.Array) -> TrainState:
+        grads = jax.grad(loss)(state.params, images, targets)
+        updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+        return TrainState(optax.apply_updates(state.params, updates), opt_state)
+
+    return update
+
+
+def epoch_permutation(count: int, config: TrainConfig, epoch: int | jax.Array) -> jax.Array:
+    """The example order of a shuffled epoch: a permutation from (shuffle_seed, epoch)."""
+    key = jax.random.fold_in(jax.random.PRNGKey(config.shuffle_seed), epoch)
+    return jax.random.permutation(key, count)
+
+
+def epoch_order(count: int, config: TrainConfig, epoch: int) -> np.ndarray | None:
+    """The example order of one epoch on the host: None (data order) unless shuffling is on."""
+    return np.asarray(epoch_permutation(count, config, epoch)) if config.shuffle else None
+
+
+def batch_bounds(count: int, batch_size: int) -> list[tuple[int, int]]:
+    """[start, stop) of every batch; the last one may be partial, as in the tutorial."""
+    return [(start, min(start + batch_size, count)) for start in range(0, count, batch_size)]
+
+
+def xla_analysis(compiled: jax.stages.Compiled) -> XlaAnalysis:
+    """XLA's memory analysis and cost analysis of one compiled executable."""
+    memory = compiled.memory_analysis()
+    costs = compiled.cost_analysis() or {}
+    if isinstance(costs, list):  # older JAX returns one dict per device
+        costs = costs[0] if costs else {}
+    peak = getattr(memory, "peak_memory_in_bytes", None)
+    return XlaAnalysis(
+        argument_bytes=int(memory.argument_size_in_bytes),
+        output_bytes=int(memory.output_size_in_bytes),
+        alias_bytes=int(memory.alias_size_in_bytes),
+        temp_bytes=int(memory.temp_size_in_bytes),
+        generated_code_bytes=int(memory.generated_code_size_in_bytes),
+        peak_bytes=None if peak is None else int(peak),
+        flops=float(costs["flops"]) if "flops" in costs else None,
+        bytes_accessed=float(costs["bytes accessed"]) if "bytes accessed" in costs else None,
+    )

@@ -1,9 +1,10 @@
 # syntax=docker/dockerfile:1
-# mnist-jax-pipeline: one image per accelerator, identical except for the JAX extra.
+# mnist-jax-pipeline: one image per accelerator. JAX_EXTRA picks the JAX build (cpu, or an extra
+# of pyproject.toml: cuda12, tpu); nothing else differs between the images.
 #
-#   docker build --target cpu    -t mnist-jax-pipeline:cpu    .
-#   docker build --target cuda12 -t mnist-jax-pipeline:cuda12 .   # CUDA/cuDNN from pip wheels
-#   docker build --target tpu    -t mnist-jax-pipeline:tpu    .
+#   docker build -t mnist-jax-pipeline:cpu .                                   # JAX_EXTRA=cpu
+#   docker build --build-arg JAX_EXTRA=cuda12 -t mnist-jax-pipeline:cuda12 .   # CUDA/cuDNN from pip wheels
+#   docker build --build-arg JAX_EXTRA=tpu -t mnist-jax-pipeline:tpu .
 #   docker run --rm -u "$(id -u):$(id -g)" -v "$PWD:/workspace" mnist-jax-pipeline:cpu  # snakemake --cores all
 #   docker run --rm -u "$(id -u):$(id -g)" -v "$PWD:/workspace" --gpus all mnist-jax-pipeline:cuda12
 #   docker run --rm -u "$(id -u):$(id -g)" -v "$PWD:/workspace" mnist-jax-pipeline:cpu dvc repro
@@ -16,7 +17,7 @@
 #   --secret id=pipconf,src=<pip.conf>                            (index-url, extra-index-url...)
 #   --secret id=pipcert,src=<CA bundle>                           (when pip.conf says cert = /run/secrets/pipcert)
 # Without them the public Debian and PyPI defaults are used.
-# tests/container/run_podman.sh builds and runs the cpu target with Podman.
+# tests/container/run_podman.sh builds and runs the image with Podman.
 
 # A Debian bookworm image with Python 3.11 on PATH as python3. Pinned by tag; a local
 # stand-in (tests/container/base-python.Containerfile) replaces it where no registry is reachable.
@@ -25,49 +26,27 @@ ARG BASE_IMAGE=python:3.11-slim-bookworm
 ARG APP_UID=1000
 
 # ---------------------------------------------------------------------------------------------
+# The base image and the one way this file installs Debian packages (docker/apt-install.sh).
+FROM ${BASE_IMAGE} AS apt-base
+COPY docker/apt-install.sh /usr/local/bin/apt-install
+
 # pprof (github.com/google/pprof) from Debian's Go sources, built offline (GOPATH mode, no
 # module downloads). Static (CGO_ENABLED=0), so it runs on any runtime base.
-FROM ${BASE_IMAGE} AS pprof-builder
-# hadolint ignore=DL3008
+FROM apt-base AS pprof-builder
 RUN --mount=type=secret,id=aptsources,target=/run/secrets/aptsources \
     --mount=type=secret,id=aptconf,target=/run/secrets/aptconf \
-    set -eu; \
-    set --; \
-    if [ -s /run/secrets/aptconf ]; then set -- "$@" -c /run/secrets/aptconf; fi; \
-    if [ -s /run/secrets/aptsources ]; then \
-      d="$(mktemp -d)"; ext=list; \
-      if grep -q '^Types:' /run/secrets/aptsources; then ext=sources; fi; \
-      cp /run/secrets/aptsources "$d/host.$ext"; \
-      set -- "$@" -o "Dir::Etc::SourceParts=$d" -o "Dir::Etc::SourceList=$d/none.list"; \
-    fi; \
-    apt-get "$@" update; \
-    DEBIAN_FRONTEND=noninteractive apt-get "$@" install -y --no-install-recommends \
-      golang-go golang-github-google-pprof-dev; \
-    rm -rf /var/lib/apt/lists/* "${d:-/nonexistent}"
+    apt-install golang-go golang-github-google-pprof-dev
 RUN GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE=/tmp/gocache GOFLAGS='' CGO_ENABLED=0 \
       go build -trimpath -o /out/pprof github.com/google/pprof \
     && /out/pprof -h >/dev/null 2>&1 \
     && rm -rf /tmp/gocache
 
 # ---------------------------------------------------------------------------------------------
-# What every target shares: Graphviz (pprof's graphs), git (DVC), the venv, the user.
-FROM ${BASE_IMAGE} AS runtime-base
-# hadolint ignore=DL3008
+# The pipeline: Graphviz (pprof's graphs), git (DVC), a venv, the non-root user, the package.
+FROM apt-base
 RUN --mount=type=secret,id=aptsources,target=/run/secrets/aptsources \
     --mount=type=secret,id=aptconf,target=/run/secrets/aptconf \
-    set -eu; \
-    set --; \
-    if [ -s /run/secrets/aptconf ]; then set -- "$@" -c /run/secrets/aptconf; fi; \
-    if [ -s /run/secrets/aptsources ]; then \
-      d="$(mktemp -d)"; ext=list; \
-      if grep -q '^Types:' /run/secrets/aptsources; then ext=sources; fi; \
-      cp /run/secrets/aptsources "$d/host.$ext"; \
-      set -- "$@" -o "Dir::Etc::SourceParts=$d" -o "Dir::Etc::SourceList=$d/none.list"; \
-    fi; \
-    apt-get "$@" update; \
-    DEBIAN_FRONTEND=noninteractive apt-get "$@" install -y --no-install-recommends \
-      ca-certificates git graphviz; \
-    rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin "${d:-/nonexistent}"
+    apt-install ca-certificates git graphviz
 
 # DVC and Snakemake call git inside the bind-mounted checkout, which belongs to the host's
 # user, not to the container's: without this git refuses it ("dubious ownership").
@@ -90,7 +69,7 @@ RUN --mount=type=secret,id=pipconf,target=/run/secrets/pipconf \
     set -eu; \
     if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \
     python3 -m venv "$VIRTUAL_ENV"; \
-    pip install --no-cache-dir --upgrade pip "setuptools>=69" wheel
+    pip install --no-cache-dir --upgrade pip "setuptools>=77" wheel
 
 # The pipeline shares the GPU between processes: Snakemake runs independent stages side by
 # side and JAX's default preallocation of 75% of device memory per process makes the second
@@ -109,81 +88,32 @@ RUN groupadd --gid "${APP_UID}" app \
     && chown app:app /workspace
 ENV HOME=/home/app
 
-# Third-party requirements, read from pyproject.toml alone: this layer and the dependency
-# layers below are rebuilt only when pyproject.toml changes, not on every source edit.
-COPY pyproject.toml /opt/mnist-jax-pipeline/pyproject.toml
-RUN python3 -c 'import pathlib, tomllib; \
-p = tomllib.loads(pathlib.Path("/opt/mnist-jax-pipeline/pyproject.toml").read_text())["project"]; \
-out = pathlib.Path("/opt/mnist-jax-pipeline/requirements"); out.mkdir(); \
-[(out / f"{e}.txt").write_text("\n".join(p["dependencies"] + p.get("optional-dependencies", {}).get(e, [])) + "\n") \
- for e in ("cpu", "cuda12", "tpu")]'
+# Third-party requirements of the chosen JAX build, read from pyproject.toml alone: this layer
+# is rebuilt only when pyproject.toml changes, not on every source edit. Downloads stay in a
+# build cache mount, not in the image.
+ARG JAX_EXTRA=cpu
+COPY pyproject.toml docker/requirements.py /opt/mnist-jax-pipeline/
+# hadolint ignore=DL3042
+RUN --mount=type=secret,id=pipconf,target=/run/secrets/pipconf \
+    --mount=type=secret,id=pipcert,target=/run/secrets/pipcert \
+    --mount=type=cache,target=/var/cache/pip,sharing=locked \
+    set -eu; \
+    if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \
+    python3 /opt/mnist-jax-pipeline/requirements.py "${JAX_EXTRA}" >/tmp/requirements.txt; \
+    PIP_CACHE_DIR=/var/cache/pip pip install -r /tmp/requirements.txt; \
+    rm /tmp/requirements.txt
 
+# The package itself, without dependencies.
+COPY README.md* /opt/mnist-jax-pipeline/
+COPY src /opt/mnist-jax-pipeline/src
+RUN export HOME=/tmp/build-home \
+    && pip install --no-cache-dir --no-deps --no-build-isolation /opt/mnist-jax-pipeline \
+    && pip check \
+    && mnist-pipeline --help >/dev/null \
+    && rm -rf /tmp/build-home
+# The mounted checkout's code runs, the code DVC and Snakemake hash (the installed copy is the fallback).
+ENV PYTHONPATH=/workspace/src
 WORKDIR /workspace
+ARG APP_UID
+USER ${APP_UID}:${APP_UID}
 CMD ["snakemake", "--cores", "all"]
-
-# ---------------------------------------------------------------------------------------------
-# The three targets: dependencies (a cached layer; downloads kept in a build cache mount, not
-# in the image), then the package itself without dependencies.
-FROM runtime-base AS cpu
-# hadolint ignore=DL3042
-RUN --mount=type=secret,id=pipconf,target=/run/secrets/pipconf \
-    --mount=type=secret,id=pipcert,target=/run/secrets/pipcert \
-    --mount=type=cache,target=/var/cache/pip,sharing=locked \
-    set -eu; \
-    if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \
-    PIP_CACHE_DIR=/var/cache/pip pip install -r /opt/mnist-jax-pipeline/requirements/cpu.txt
-COPY pyproject.toml README.md* /opt/mnist-jax-pipeline/
-COPY src /opt/mnist-jax-pipeline/src
-RUN export HOME=/tmp/build-home \
-    && pip install --no-cache-dir --no-deps --no-build-isolation /opt/mnist-jax-pipeline \
-    && pip check \
-    && mnist-pipeline --help >/dev/null \
-    && rm -rf /tmp/build-home
-# The mounted checkout's code runs, the code DVC and Snakemake hash (the installed copy is the fallback).
-ENV PYTHONPATH=/workspace/src
-ARG APP_UID
-USER ${APP_UID}:${APP_UID}
-
-# jax[cuda12]: the CUDA 12 runtime, cuBLAS, cuDNN... come as nvidia-* pip wheels that
-# jaxlib finds by itself; no LD_LIBRARY_PATH, no CUDA base image. Needs the host's NVIDIA
-# driver (docker run --gpus all / nvidia-container-toolkit).
-FROM runtime-base AS cuda12
-# hadolint ignore=DL3042
-RUN --mount=type=secret,id=pipconf,target=/run/secrets/pipconf \
-    --mount=type=secret,id=pipcert,target=/run/secrets/pipcert \
-    --mount=type=cache,target=/var/cache/pip,sharing=locked \
-    set -eu; \
-    if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \
-    PIP_CACHE_DIR=/var/cache/pip pip install -r /opt/mnist-jax-pipeline/requirements/cuda12.txt
-COPY pyproject.toml README.md* /opt/mnist-jax-pipeline/
-COPY src /opt/mnist-jax-pipeline/src
-RUN export HOME=/tmp/build-home \
-    && pip install --no-cache-dir --no-deps --no-build-isolation /opt/mnist-jax-pipeline \
-    && pip check \
-    && mnist-pipeline --help >/dev/null \
-    && rm -rf /tmp/build-home
-# The mounted checkout's code runs, the code DVC and Snakemake hash (the installed copy is the fallback).
-ENV PYTHONPATH=/workspace/src
-ARG APP_UID
-USER ${APP_UID}:${APP_UID}
-
-# jax[tpu]: libtpu from PyPI; run on a Cloud TPU VM with --privileged --net host.
-FROM runtime-base AS tpu
-# hadolint ignore=DL3042
-RUN --mount=type=secret,id=pipconf,target=/run/secrets/pipconf \
-    --mount=type=secret,id=pipcert,target=/run/secrets/pipcert \
-    --mount=type=cache,target=/var/cache/pip,sharing=locked \
-    set -eu; \
-    if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \
-    PIP_CACHE_DIR=/var/cache/pip pip install -r /opt/mnist-jax-pipeline/requirements/tpu.txt
-COPY pyproject.toml README.md* /opt/mnist-jax-pipeline/
-COPY src /opt/mnist-jax-pipeline/src
-RUN export HOME=/tmp/build-home \
-    && pip install --no-cache-dir --no-deps --no-build-isolation /opt/mnist-jax-pipeline \
-    && pip check \
-    && mnist-pipeline --help >/dev/null \
-    && rm -rf /tmp/build-home
-# The mounted checkout's code runs, the code DVC and Snakemake hash (the installed copy is the fallback).
-ENV PYTHONPATH=/workspace/src
-ARG APP_UID
-USER ${APP_UID}:${APP_UID}

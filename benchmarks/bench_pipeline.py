@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
 from mnist_jax_pipeline.io import write_json
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -26,15 +26,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mnist_jax_pipeline.config import NUM_CLASSES, TrainConfig
-from mnist_jax_pipeline.data.checksums import SPLIT_FILES
+from mnist_jax_pipeline import loops, variants
+from mnist_jax_pipeline.artefacts.storage import write_json
+from mnist_jax_pipeline.config import NUM_CLASSES, Params, read_yaml, validate
+from mnist_jax_pipeline.data.datasets import SPLIT_FILES
 from mnist_jax_pipeline.data.idx import read_pair
-from mnist_jax_pipeline.io import write_json
-from mnist_jax_pipeline.model import init_params, one_hot
 from mnist_jax_pipeline.runtime import device_info
-from mnist_jax_pipeline.train import Dataset, batch_bounds, make_optimizer, run_epochs
+from mnist_jax_pipeline.train import Dataset, initial_state, loop_inputs, run_epochs
 
-VARIANTS = ("nojit", "jit", "jit_scan")
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def epoch_gflop(layer_sizes: list[int], examples: int) -> float:
@@ -82,12 +82,19 @@ def load_data(synthetic: bool, examples: int | None) -> tuple[Dataset, str]:
     return Dataset(x, y, x[:0], y[:0]), source
 
 
-def bench_variant(variant: str, data: Dataset, config: TrainConfig, layer_sizes: list[int],
-                  epochs: int) -> dict[str, Any]:
-    optimizer = make_optimizer(config, len(batch_bounds(len(data.train_labels), config.batch_size)))
-    params = init_params(layer_sizes, jax.random.PRNGKey(0), 0.01)
-    targets = np.asarray(one_hot(data.train_labels, NUM_CLASSES))
-    run = run_epochs(variant, optimizer, params, data, targets, config, epochs)
+def bench_params(batch_size: int, epochs: int) -> Params:
+    """The tutorial's settings (the repository's params.yaml defaults) at this batch size and epoch count."""
+    raw = read_yaml(ROOT / "params.yaml")
+    raw["model"].update(layer_sizes=[784, 512, 512, 10], init_scale=0.01, seed=0)
+    raw["train"].update(optimizer="sgd", step_size=0.01, schedule="constant", shuffle=False,
+                        batch_size=batch_size, epochs=epochs)
+    return validate(raw)
+
+
+def bench_variant(variant: str, data: Dataset, params: Params) -> dict[str, Any]:
+    inputs = loop_inputs(params, data.train_images, data.train_labels)
+    loop = loops.build(variants.get(variant), inputs)
+    run = run_epochs(loop, initial_state(params, inputs), params.train.epochs)
     steady = run.epoch_seconds[1:] or run.epoch_seconds
     return {"compile_seconds": run.compile_seconds, "first_epoch_seconds": run.epoch_seconds[0],
             "epoch_seconds": statistics.median(steady), "all_epoch_seconds": run.epoch_seconds}
@@ -97,20 +104,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--epochs", type=int, default=4, help="epochs per variant (median over all but the first)")
-    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--variants", default=",".join(variants.names()))
     parser.add_argument("--synthetic", action="store_true", help="synthetic data even if MNIST_MIRROR is set")
     parser.add_argument("--examples", type=int, default=None, help="use only this many training examples")
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--output", type=Path, help="also write the JSON to this file")
     args = parser.parse_args(argv)
 
-    layer_sizes = [784, 512, 512, 10]
-    config = TrainConfig(optimizer="sgd", step_size=0.01, momentum=0.9, schedule="constant",
-                         batch_size=args.batch_size, epochs=args.epochs, shuffle=False, shuffle_seed=0)
+    params = bench_params(args.batch_size, args.epochs)
+    layer_sizes = list(params.model.layer_sizes)
     data, source = load_data(args.synthetic, args.examples)
-    variants = [v for v in args.variants.split(",") if v]
+    chosen = [v for v in args.variants.split(",") if v]
     peak = gemm_gflops()
-    results = {v: bench_variant(v, data, config, layer_sizes, args.epochs) for v in variants}
+    results = {v: bench_variant(v, data, params) for v in chosen}
     gflop = epoch_gflop(layer_sizes, len(data.train_labels))
     report: dict[str, Any] = {
         "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),

@@ -18,32 +18,29 @@ from pathlib import Path
 
 import jax
 import numpy as np
+from bench_train import bench_params
 
-from mnist_jax_pipeline.config import TrainConfig
-from mnist_jax_pipeline.fused import ScanLoop
-from mnist_jax_pipeline.model import init_params
-from mnist_jax_pipeline.train import Dataset, make_optimizer, make_update
+from mnist_jax_pipeline.loops import ScanLoop
+from mnist_jax_pipeline.train import initial_state, loop_inputs
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--top", type=int, default=15)
     args = parser.parse_args()
-    config = TrainConfig("sgd", 0.01, 0.9, "constant", 128, 2, False, 0)
+    params = bench_params(batch_size=128, epochs=2)
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, size=(60_000, 784)).astype(np.float32)
     labels = rng.integers(0, 10, size=60_000).astype(np.int32)
-    data = Dataset(images, labels, images[:0], labels[:0])
-    optimizer = make_optimizer(config, 469)
-    params = init_params([784, 512, 512, 10], jax.random.PRNGKey(0), 0.01)
-    opt_state = optimizer.init(params)
-    loop = ScanLoop(make_update(optimizer), config)
-    loop.prepare(params, opt_state, data, config.batch_size)
-    params, opt_state = jax.block_until_ready(loop.run_epoch(params, opt_state, data, None, None, 128, 1))
+    inputs = loop_inputs(params, images, labels)
+    loop = ScanLoop(inputs)
+    state = initial_state(params, inputs)
+    loop.compile(state)
+    state = jax.block_until_ready(loop.run_epoch(state, 1))
 
     folder = Path(tempfile.mkdtemp(prefix="trace-"))
     jax.profiler.start_trace(str(folder), create_perfetto_trace=True)
-    jax.block_until_ready(loop.run_epoch(params, opt_state, data, None, None, 128, 2))
+    jax.block_until_ready(loop.run_epoch(state, 2))
     jax.profiler.stop_trace()
 
     with gzip.open(next(folder.rglob("*perfetto_trace.json.gz"))) as handle:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from mnist_jax_pipeline import paths
+from mnist_jax_pipeline.config import load
 from mnist_jax_pipeline.report.render import render
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -35,7 +36,7 @@ def artifacts_dir() -> Path:
     return folder
 
 
-def test_report_opens_offline_with_every_image(report_tree: Path, make_params) -> None:
+def test_report_opens_offline_with_every_image(report_tree: Path) -> None:
     if not CHROMIUM.exists():
         pytest.skip(SKIP_REASON)
     try:
@@ -43,8 +44,8 @@ def test_report_opens_offline_with_every_image(report_tree: Path, make_params) -
     except ImportError:
         pytest.skip(SKIP_REASON)
 
-    render(make_params(), "params.yaml")
-    page_url = (report_tree / paths.REPORT_HTML).resolve().as_uri()
+    render(load("params.yaml"), "params.yaml")
+    page_url = (report_tree / paths.REPORT_HTML.path).resolve().as_uri()
     requests: list[str] = []
     failures: list[str] = []
     with sync_playwright() as playwright:

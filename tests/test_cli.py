@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
-from mnist_jax_pipeline import io
+from mnist_jax_pipeline.artefacts import storage
 from mnist_jax_pipeline.cli import main
 from mnist_jax_pipeline.errors import PipelineError
 
@@ -45,7 +45,7 @@ def test_pickled_arrays_are_never_loaded(tmp_path):
     path = tmp_path / "x.npy"
     np.save(path, np.array([{"a": 1}], dtype=object), allow_pickle=True)
     with pytest.raises(PipelineError, match="x.npy: corrupt or truncated array"):
-        io.load_array(path, "preprocess")
+        storage.load_array(path, "preprocess")
 
 
 def test_console_script_exit_status():

@@ -1,7 +1,7 @@
 import copy
+import json
 
 import pytest
-import yaml
 
 from conftest import ROOT, base_params
 from mnist_jax_pipeline.config import load, schema, validate
@@ -67,9 +67,10 @@ def test_yaml_syntax_error_names_the_file(tmp_path):
         load(bad)
 
 
-def test_schema_is_the_workflow_schema():
-    on_disk = yaml.safe_load((ROOT / "workflow/schemas/params.schema.yaml").read_text())
+def test_the_committed_schema_is_generated_from_the_types():
+    on_disk = json.loads((ROOT / "workflow/schemas/params.schema.json").read_text())
     assert schema() == on_disk
+    assert on_disk["$defs"]["TrainConfig"]["properties"]["batch_size"]["minimum"] == 1
 
 
 def test_digest_changes_with_any_parameter():

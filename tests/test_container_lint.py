@@ -85,33 +85,45 @@ def test_actionlint_catches_a_broken_workflow(tmp_path: Path, monkeypatch) -> No
     assert any("no_such_property" in line for line in _actionlint_findings(tmp_path))
 
 
-def _stages(text: str) -> dict[str, str]:
-    """Dockerfile stage name -> the stage's instructions (continuation lines joined)."""
+def _instructions(text: str) -> list[str]:
+    """The Dockerfile's instructions, continuation lines joined, comments dropped."""
     joined = re.sub(r"\\\n", " ", text)
-    stages: dict[str, str] = {}
-    name = None
-    for line in joined.splitlines():
-        match = re.match(r"FROM\s+\S+\s+AS\s+(\S+)", line, re.IGNORECASE)
-        if match:
-            name = match.group(1)
-            stages[name] = ""
-        elif name is not None:
-            stages[name] += line + "\n"
-    return stages
+    return [line.strip() for line in joined.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
-def test_targets_differ_only_in_the_jax_extra() -> None:
-    stages = _stages(DOCKERFILE.read_text())
-    assert set(TARGETS) <= set(stages), f"targets missing: {set(TARGETS) - set(stages)}"
-    bodies = {t: stages[t].replace(f"requirements/{t}.txt", "requirements/EXTRA.txt") for t in TARGETS}
-    code = {
-        t: [line for line in body.splitlines() if line.strip() and not line.startswith("#")]
-        for t, body in bodies.items()
-    }
-    assert code["cuda12"] == code["cpu"] == code["tpu"]
-    for target in TARGETS:
-        users = re.findall(r"^USER\s+(\S+)", stages[target], re.MULTILINE)
-        assert users and not users[-1].startswith(("0", "root")), f"{target} must end as a non-root USER"
+def test_one_install_block_and_the_jax_extra_is_the_only_difference() -> None:
+    lines = _instructions(DOCKERFILE.read_text())
+    stages = [line for line in lines if line.upper().startswith("FROM ")]
+    assert not any(re.search(rf"\bAS\s+({'|'.join(TARGETS)})\b", s, re.I) for s in stages), "one image, not targets"
+    assert not any(re.search(r"\bapt-get\b", line) for line in lines), "Debian packages go through apt-install"
+    pip_installs = [line for line in lines if re.search(r"pip install -r", line)]
+    assert len(pip_installs) == 1 and "${JAX_EXTRA}" in pip_installs[0]
+    assert any(line.startswith("ARG JAX_EXTRA=cpu") for line in lines)
+    users = [line.split()[1] for line in lines if line.startswith("USER ")]
+    assert users and not users[-1].startswith(("0", "root")), "the image must end as a non-root USER"
+
+
+@pytest.mark.parametrize("extra", TARGETS)
+def test_requirements_differ_only_in_the_jax_extra(extra: str, tmp_path: Path) -> None:
+    import tomllib
+
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    shutil.copy(ROOT / "docker" / "requirements.py", tmp_path / "requirements.py")
+    done = subprocess.run([sys.executable, str(tmp_path / "requirements.py"), extra], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extra_lines = project["optional-dependencies"].get(extra, [])
+    assert done.stdout.splitlines() == project["dependencies"] + extra_lines
+    assert extra == "cpu" or any(line.startswith("jax[") for line in extra_lines)
+
+
+def test_an_unknown_jax_extra_is_one_line(tmp_path: Path) -> None:
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    shutil.copy(ROOT / "docker" / "requirements.py", tmp_path / "requirements.py")
+    done = subprocess.run([sys.executable, str(tmp_path / "requirements.py"), "rocm"], capture_output=True, text=True)
+    assert done.returncode == 1
+    expected = "error: JAX_EXTRA=rocm: use cpu or one of the JAX extras of pyproject.toml: cuda12, tpu"
+    assert done.stderr.strip() == expected
 
 
 def test_no_index_configuration_is_baked_in() -> None:

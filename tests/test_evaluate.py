@@ -1,14 +1,13 @@
-import csv
-import json
-
-import jax
 import numpy as np
 import pytest
 
-from mnist_jax_pipeline import io
+from mnist_jax_pipeline import paths
+from mnist_jax_pipeline.artefacts import evaluation, storage
+from mnist_jax_pipeline.artefacts.evaluation import ClassScores, ConfusionRow
+from mnist_jax_pipeline.artefacts.model_file import ModelMetadata, save_model
 from mnist_jax_pipeline.errors import PipelineError
 from mnist_jax_pipeline.evaluate import confusion_matrix, evaluate, per_class
-from mnist_jax_pipeline.model import init_params, to_named_arrays
+from mnist_jax_pipeline.model import init_params
 
 
 def test_confusion_matrix_and_per_class():
@@ -17,38 +16,49 @@ def test_confusion_matrix_and_per_class():
     matrix = confusion_matrix(labels, predicted, classes=3)
     assert matrix.tolist() == [[1, 1, 0], [0, 2, 0], [1, 0, 0]]
     stats = per_class(matrix)
-    assert stats["0"] == {"precision": 0.5, "recall": 0.5}
-    assert stats["1"] == {"precision": round(2 / 3, 6), "recall": 1.0}
-    assert stats["2"] == {"precision": 0.0, "recall": 0.0}
+    assert stats["0"] == ClassScores(precision=0.5, recall=0.5)
+    assert stats["1"] == ClassScores(precision=round(2 / 3, 6), recall=1.0)
+    assert stats["2"] == ClassScores(precision=0.0, recall=0.0)
 
 
-def save_model(path, sizes=(784, 16, 10)):
+def write_model(root, sizes=(784, 16, 10)):
+    import jax
+
     params = init_params(list(sizes), jax.random.PRNGKey(0), 0.01)
-    io.save_params(path, to_named_arrays(params), {"variant": "jit"})
+    host = [(np.asarray(w), np.asarray(b)) for w, b in params]
+    meta = ModelMetadata(variant="jit", layer_sizes=list(sizes), params_sha256="0" * 64, jax_version="test")
+    save_model(paths.MODEL.at("jit", root), host, meta)
 
 
 def test_evaluate_writes_metrics_plot_data_and_mistakes(tmp_path, tiny_processed):
-    save_model(tmp_path / "m.safetensors")
-    metrics = evaluate("jit", tmp_path / "m.safetensors", tiny_processed, tmp_path / "e.json",
-                       tmp_path / "c.csv", tmp_path / "d.json")
-    assert metrics["test_examples"] == 200 and set(metrics["per_class"]) == {str(c) for c in range(10)}
-    details = json.loads((tmp_path / "d.json").read_text())
-    assert np.array(details["confusion_matrix"]).sum() == 200
-    assert len(details["misclassified_indices"]) == metrics["misclassified"]
-    rows = list(csv.DictReader((tmp_path / "c.csv").open()))
-    assert len(rows) == 200 and set(rows[0]) == {"actual", "predicted"}
-    correct = sum(r["actual"] == r["predicted"] for r in rows)
-    assert correct / 200 == pytest.approx(metrics["test_accuracy"])
+    write_model(tmp_path)
+    metrics = evaluate("jit", tiny_processed, tmp_path)
+    assert metrics.test_examples == 200 and set(metrics.per_class) == {str(c) for c in range(10)}
+    assert evaluation.read_metrics("jit", tmp_path) == metrics
+    details = evaluation.read_details("jit", 200, tmp_path)
+    assert np.array(details.confusion_matrix).sum() == 200
+    assert len(details.misclassified_indices) == metrics.misclassified
+    rows = storage.read_rows(paths.CONFUSION.at("jit", tmp_path), ConfusionRow, "evaluate@jit")
+    assert len(rows) == 200
+    correct = sum(r.actual == r.predicted for r in rows)
+    assert correct / 200 == pytest.approx(metrics.test_accuracy)
 
 
-@pytest.mark.parametrize("damage", ["truncate", "wrong_shape"])
+@pytest.mark.parametrize("damage", ["truncate", "wrong_shape", "no_metadata"])
 def test_corrupt_model_names_the_train_stage(tmp_path, tiny_processed, damage):
-    path = tmp_path / "m.safetensors"
+    path = paths.MODEL.at("jit", tmp_path)
     if damage == "truncate":
-        save_model(path)
+        write_model(tmp_path)
         path.write_bytes(path.read_bytes()[:500])
+    elif damage == "wrong_shape":
+        write_model(tmp_path, sizes=(100, 16, 10))
     else:
-        save_model(path, sizes=(100, 16, 10))
-    with pytest.raises(PipelineError, match=r"m.safetensors: .*re-run (the )?'train@jit"):
-        evaluate("jit", path, tiny_processed, tmp_path / "e.json", tmp_path / "c.csv", tmp_path / "d.json")
-    assert not (tmp_path / "e.json").exists()
+        from safetensors.numpy import save
+
+        path.parent.mkdir(parents=True)
+        path.write_bytes(save({"layer0.weight": np.zeros((10, 784), np.float32),
+                               "layer0.bias": np.zeros(10, np.float32)}))
+    with pytest.raises(PipelineError, match=r"jit.safetensors: .*re-run (the )?'train@jit") as err:
+        evaluate("jit", tiny_processed, tmp_path)
+    assert "\n" not in str(err.value)
+    assert not paths.EVAL_METRICS.at("jit", tmp_path).exists()

@@ -7,17 +7,24 @@ import os
 import signal
 import subprocess
 import time
+from argparse import Namespace
 from pathlib import Path
 
 import psutil
 import pytest
 
-from conftest import MIRROR
+from conftest import MIRROR, write_params
+from mnist_jax_pipeline import paths, train
 from mnist_jax_pipeline.errors import PipelineError
-from mnist_jax_pipeline.train import train
 from workspace import dvc_ran, env, make_workspace, set_params, sh, snakemake_planned
 
 TRAINING_DONE_BY_KILL = {"train", "evaluate", "profile", "report"}
+
+
+def train_in(root: Path, params, processed: Path) -> None:
+    """The train stage's command (jit), writing under `root`."""
+    params_path = write_params(root / "params.yaml", params.to_dict())
+    train.main(Namespace(params=params_path, variant="jit", processed=processed, root=root))
 
 
 def _mount_tmpfs(target: Path, options: str) -> bool:
@@ -40,11 +47,11 @@ def test_full_or_read_only_disk_gives_a_clear_error_and_no_partial_file(tmp_path
     try:
         params = make_params(model__layer_sizes=[784, 64, 10], train__epochs=1)
         with pytest.raises(PipelineError) as err:
-            train(params, "jit", tiny_processed, models / "jit.safetensors", tmp_path / "m.json", tmp_path / "h.csv")
+            train_in(tmp_path, params, tiny_processed)
         message = str(err.value)
         assert "models/jit.safetensors: cannot write" in message and reason in message and "\n" not in message
         assert list(models.iterdir()) == []
-        assert not (tmp_path / "m.json").exists()
+        assert not paths.TRAIN_METRICS.at("jit", tmp_path).exists()
     finally:
         _umount(models)
 
@@ -56,8 +63,7 @@ def test_read_only_folder_without_root(tmp_path, make_params, tiny_processed):
     models.mkdir()
     models.chmod(0o555)
     with pytest.raises(PipelineError, match="cannot write"):
-        train(make_params(train__epochs=1), "jit", tiny_processed, models / "jit.safetensors",
-              tmp_path / "m.json", tmp_path / "h.csv")
+        train_in(tmp_path, make_params(train__epochs=1), tiny_processed)
     assert list(models.iterdir()) == []
 
 

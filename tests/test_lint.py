@@ -1,4 +1,5 @@
-"""The code base stays clean under the project's linter (ruff, configured in pyproject.toml)."""
+"""The code base stays clean under the project's linter (ruff) and type checker (mypy), both configured in
+pyproject.toml."""
 
 import shutil
 import subprocess
@@ -11,4 +12,10 @@ from conftest import ROOT
 def test_ruff_is_clean():
     ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
     done = subprocess.run([ruff, "check", "src", "tests", "benchmarks"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_mypy_is_clean():
+    mypy = shutil.which("mypy") or str(Path(sys.executable).parent / "mypy")
+    done = subprocess.run([mypy, "src"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -1,18 +1,14 @@
-"""The tutorial MLP: sizes, initialisation, prediction and loss, checked against NumPy."""
+"""The tutorial MLP: sizes, initialisation, prediction and loss, checked against NumPy; the model file."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
-from mnist_jax_pipeline.model import (
-    batched_predict,
-    from_named_arrays,
-    init_params,
-    layer_sizes_of,
-    loss,
-    one_hot,
-    to_named_arrays,
-)
+from mnist_jax_pipeline.artefacts.model_file import ModelMetadata, layer_sizes_of, load_model, save_model
+from mnist_jax_pipeline.config import parameter_count
+from mnist_jax_pipeline.errors import PipelineError
+from mnist_jax_pipeline.model import batched_predict, init_params, loss, loss_and_accuracy, one_hot
 
 SIZES = [784, 512, 512, 10]
 
@@ -20,7 +16,7 @@ SIZES = [784, 512, 512, 10]
 def test_parameter_count_and_shapes():
     params = init_params(SIZES, jax.random.PRNGKey(0), 0.01)
     assert [w.shape for w, _ in params] == [(512, 784), (512, 512), (10, 512)]
-    assert sum(w.size + b.size for w, b in params) == 669_706
+    assert sum(w.size + b.size for w, b in params) == 669_706 == parameter_count(tuple(SIZES))
     assert layer_sizes_of(params) == SIZES
 
 
@@ -44,11 +40,23 @@ def test_predict_and_loss_match_numpy():
     targets = one_hot(labels, 10)
     expected = -np.mean(log_probs * np.eye(10)[labels])  # mean over examples and classes, as the tutorial
     np.testing.assert_allclose(float(loss(params, x, targets)), expected, rtol=1e-4)
+    value, accuracy = loss_and_accuracy(params, x, labels)
+    np.testing.assert_allclose(value, expected, rtol=1e-4)
+    assert accuracy == float(np.mean(log_probs.argmax(axis=1) == labels))
 
 
-def test_named_arrays_round_trip():
-    params = init_params([784, 8, 10], jax.random.PRNGKey(0), 0.01)
-    named = to_named_arrays(params)
-    assert sorted(named) == ["layer0.bias", "layer0.weight", "layer1.bias", "layer1.weight"]
-    back = from_named_arrays(named)
-    assert all(np.array_equal(w, v) for (w, _), (v, _) in zip(params, back, strict=True))
+def test_model_file_round_trip_keeps_arrays_and_metadata(tmp_path):
+    params = [(np.asarray(w), np.asarray(b)) for w, b in init_params([784, 8, 10], jax.random.PRNGKey(0), 0.01)]
+    meta = ModelMetadata(variant="jit", layer_sizes=[784, 8, 10], params_sha256="a" * 64, jax_version="0.0")
+    save_model(tmp_path / "m.safetensors", params, meta)
+    back, back_meta = load_model(tmp_path / "m.safetensors", "train@jit")
+    assert back_meta == meta
+    assert all(np.array_equal(w, v) and np.array_equal(b, c) for (w, b), (v, c) in zip(params, back, strict=True))
+
+
+def test_model_file_with_mismatched_metadata_names_the_stage(tmp_path):
+    params = [(np.asarray(w), np.asarray(b)) for w, b in init_params([784, 8, 10], jax.random.PRNGKey(0), 0.01)]
+    meta = ModelMetadata(variant="jit", layer_sizes=[784, 9, 10], params_sha256="a" * 64, jax_version="0.0")
+    save_model(tmp_path / "m.safetensors", params, meta)
+    with pytest.raises(PipelineError, match=r"m.safetensors: arrays of layer sizes .*re-run the 'train@jit' stage"):
+        load_model(tmp_path / "m.safetensors", "train@jit")

@@ -34,18 +34,18 @@ def test_sample_types_are_allocations_and_bytes(snapshot: Path) -> None:
 
 def test_top_allocation_is_the_held_array(snapshot: Path) -> None:
     summary = pprof.summarize(snapshot, limit=3)
-    top = summary["top"][0]
-    assert top["bytes"] == 96 * 784 * 4 and top["count"] == 1
-    assert top["labels"]["kind"] == "buffer"
-    assert top["origin"].startswith("snapshot ") and "test_pprof.py:" in top["origin"]
-    assert summary["total_bytes"] >= top["bytes"]
-    assert pprof.top_allocations(snapshot, 1) == [top]
+    top = summary.top[0]
+    assert top.bytes == 96 * 784 * 4 and top.count == 1
+    assert top.labels["kind"] == "buffer"
+    assert top.origin is not None and top.origin.startswith("snapshot ") and "test_pprof.py:" in top.origin
+    assert summary.total_bytes >= top.bytes
+    assert pprof.summarize(snapshot, 1).top == [top]
 
 
 def test_uncompressed_profile_parses(snapshot: Path, tmp_path: Path) -> None:
     plain = tmp_path / "plain.prof"
     plain.write_bytes(gzip.decompress(snapshot.read_bytes()))
-    assert pprof.summarize(plain)["total_bytes"] == pprof.summarize(snapshot)["total_bytes"]
+    assert pprof.summarize(plain).total_bytes == pprof.summarize(snapshot).total_bytes
 
 
 @pytest.mark.parametrize("keep", [0.5, 0.1])

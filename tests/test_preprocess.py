@@ -1,9 +1,8 @@
-import json
-
 import numpy as np
 import pytest
 
-from mnist_jax_pipeline.data.preprocess import load_split, preprocess, split_indices
+from mnist_jax_pipeline.artefacts.dataset import load_split, read_manifest
+from mnist_jax_pipeline.data.preprocess import preprocess, split_indices
 from mnist_jax_pipeline.errors import PipelineError
 
 
@@ -14,9 +13,9 @@ def test_defaults_reproduce_the_tutorial_input(tiny_raw, make_params):
     raw = np.load(tiny_raw / "arrays/train_images.npy")
     assert images.dtype == np.float32 and images.shape == (600, 784)
     assert np.array_equal(images, raw.reshape(600, 784).astype(np.float32))
-    assert stats["splits"]["train"]["count"] == 600 and stats["splits"]["val"]["count"] == 0
-    assert stats["splits"]["test"]["label_histogram"] == [20] * 10
-    assert stats["splits"]["train"]["pixels"]["max"] == 250.0
+    assert stats.splits["train"].count == 600 and stats.splits["val"].count == 0
+    assert stats.splits["test"].label_histogram == [20] * 10
+    assert stats.splits["train"].pixels.max == 250.0
     assert np.load(out / "train_labels.npy").dtype == np.int32
 
 
@@ -25,7 +24,7 @@ def test_normalisation_options(tiny_raw, make_params):
     stats = preprocess(make_params(preprocess__normalize="unit").preprocess, tiny_raw, out)
     raw = np.load(tiny_raw / "arrays/train_images.npy").reshape(600, 784)
     np.testing.assert_allclose(np.load(out / "train_images.npy"), raw / np.float32(255), rtol=1e-6)
-    assert stats["splits"]["train"]["pixels"]["max"] == 250 / 255
+    assert stats.splits["train"].pixels.max == 250 / 255
     out = tiny_raw.parent / "std"
     preprocess(make_params(preprocess__normalize="standardize").preprocess, tiny_raw, out)
     train = np.load(out / "train_images.npy")
@@ -47,7 +46,7 @@ def test_validation_split_and_subsampling(tiny_raw, make_params):
     assert not set(train) & set(val)
     assert np.all(np.diff(train) > 0)
     stats = preprocess(config, tiny_raw, tiny_raw.parent / "p")
-    assert stats["splits"]["train"]["count"] == 300 and stats["splits"]["val"]["count"] == 100
+    assert stats.splits["train"].count == 300 and stats.splits["val"].count == 100
 
 
 def test_corrupt_raw_array_names_the_stage(tiny_raw, make_params):
@@ -59,8 +58,8 @@ def test_corrupt_raw_array_names_the_stage(tiny_raw, make_params):
 
 @pytest.mark.real_data
 def test_real_preprocess_counts(tmp_path, make_params, real_raw):
-    manifest = json.loads((real_raw / "manifest.json").read_text())
+    manifest = read_manifest(real_raw)
     stats = preprocess(make_params().preprocess, real_raw, tmp_path / "processed")
-    assert stats["splits"]["train"]["count"] == 60_000 and stats["splits"]["test"]["count"] == 10_000
-    assert stats["splits"]["train"]["label_histogram"] == manifest["splits"]["train"]["label_histogram"]
-    assert stats["splits"]["train"]["pixels"]["max"] == 255.0
+    assert stats.splits["train"].count == 60_000 and stats.splits["test"].count == 10_000
+    assert stats.splits["train"].label_histogram == manifest.splits["train"].label_histogram
+    assert stats.splits["train"].pixels.max == 255.0

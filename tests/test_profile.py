@@ -13,10 +13,13 @@ import numpy as np
 import pytest
 import yaml
 
-from mnist_jax_pipeline import io, pprof
+from mnist_jax_pipeline import paths, pprof
+from mnist_jax_pipeline.artefacts import storage
+from mnist_jax_pipeline.artefacts.model_file import ModelMetadata, save_model
+from mnist_jax_pipeline.artefacts.profile_summary import read_summary
 from mnist_jax_pipeline.config import Params, validate
 from mnist_jax_pipeline.errors import PipelineError
-from mnist_jax_pipeline.model import init_params, to_named_arrays
+from mnist_jax_pipeline.model import init_params
 from mnist_jax_pipeline.profile import POINTS, profile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,12 +42,13 @@ def write_tiny(base: Path, train: int = 256, test: int = 64) -> tuple[Path, Path
     processed.mkdir(parents=True)
     for split, count in (("train", train), ("test", test)):
         images = rng.uniform(0, 255, size=(count, 784)).astype(np.float32)
-        io.save_array(processed / f"{split}_images.npy", images)
+        storage.save_array(processed / f"{split}_images.npy", images)
         labels = rng.integers(0, 10, count).astype(np.int32)
-        io.save_array(processed / f"{split}_labels.npy", labels)
-    model = base / "models" / "jit.safetensors"
-    params = init_params(SIZES, jax.random.PRNGKey(1), 0.01)
-    io.save_params(model, to_named_arrays(params), {"variant": "jit"})
+        storage.save_array(processed / f"{split}_labels.npy", labels)
+    model = paths.MODEL.at("jit", base)
+    params = [(np.asarray(w), np.asarray(b)) for w, b in init_params(SIZES, jax.random.PRNGKey(1), 0.01)]
+    save_model(model, params, ModelMetadata(variant="jit", layer_sizes=SIZES, params_sha256="0" * 64,
+                                            jax_version="test"))
     return processed, model
 
 
@@ -52,9 +56,10 @@ def write_tiny(base: Path, train: int = 256, test: int = 64) -> tuple[Path, Path
 def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     base = tmp_path_factory.mktemp("profile")
     processed, model = write_tiny(base)
-    out = base / "reports" / "profile"
-    summary = profile(tiny_params(), processed, model, out)
-    return {"base": base, "processed": processed, "model": model, "out": out, "summary": summary}
+    summary = profile(tiny_params(), "jit", processed, base)
+    out = base / paths.PROFILE.path
+    return {"base": base, "processed": processed, "model": model, "out": out,
+            "summary": summary.model_dump(mode="json")}
 
 
 def test_writes_one_snapshot_per_point_and_the_summary(run: dict[str, Any]) -> None:
@@ -62,9 +67,9 @@ def test_writes_one_snapshot_per_point_and_the_summary(run: dict[str, Any]) -> N
     for point in POINTS:
         assert (out / f"{point}.prof").read_bytes()[:2] == b"\x1f\x8b"  # gzip
     on_disk = json.loads((out / "summary.json").read_text())
-    assert on_disk == json.loads(json.dumps(run["summary"]))
+    assert read_summary(out).model_dump(mode="json") == run["summary"]
     assert sorted(on_disk["points"]) == sorted(POINTS)
-    assert not [p for p in out.parent.iterdir() if p.name.startswith(io.TMP_PREFIX)]
+    assert not [p for p in out.parent.iterdir() if p.name.startswith(storage.TMP_PREFIX)]
 
 
 def test_summary_schema_and_expected_sizes(run: dict[str, Any]) -> None:
@@ -120,21 +125,22 @@ def test_pprof_renders_top_and_svg(run: dict[str, Any]) -> None:
 def test_missing_pprof_still_succeeds(run: dict[str, Any], tmp_path: Path,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pprof, "tools", lambda: {"pprof": None, "dot": None})
-    out = tmp_path / "profile"
-    summary = profile(tiny_params(), run["processed"], run["model"], out)
-    assert summary["pprof"]["available"] is False
-    assert "go install github.com/google/pprof@latest" in summary["pprof"]["install_hint"]
+    shutil.copytree(run["base"] / "models", tmp_path / "models")
+    summary = profile(tiny_params(), "jit", run["processed"], tmp_path)
+    out = tmp_path / paths.PROFILE.path
+    assert summary.pprof.available is False
+    assert "go install github.com/google/pprof@latest" in summary.pprof.install_hint
     assert sorted(p.name for p in out.iterdir()) == sorted(
         [f"{p}.prof" for p in POINTS] + ["summary.json"])
 
 
 def test_model_not_matching_params_is_one_line_error(run: dict[str, Any], tmp_path: Path) -> None:
-    out = tmp_path / "profile"
+    shutil.copytree(run["base"] / "models", tmp_path / "models")
     with pytest.raises(PipelineError, match=r"jit.safetensors.*model.layer_sizes.*train@jit"):
-        profile(tiny_params([784, 64, 10]), run["processed"], run["model"], out)
-    assert not out.exists()
+        profile(tiny_params([784, 64, 10]), "jit", run["processed"], tmp_path)
+    assert not (tmp_path / paths.PROFILE.path).exists()
 
 
 def test_missing_model_names_the_stage(run: dict[str, Any], tmp_path: Path) -> None:
     with pytest.raises(PipelineError, match=r"missing.*train@jit"):
-        profile(tiny_params(), run["processed"], tmp_path / "none.safetensors", tmp_path / "out")
+        profile(tiny_params(), "jit", run["processed"], tmp_path)

@@ -1,4 +1,5 @@
-"""The report stage on a fake artefact tree: sections, self-containment, summary, figures."""
+"""The report stage on the outputs of the real stages (tiny data): sections, self-containment,
+summary, figures, and one-line errors for damaged inputs."""
 
 from __future__ import annotations
 
@@ -10,182 +11,174 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from markupsafe import escape
 
+from conftest import FAKE_SVG, TINY_VARIANTS, tiny_params_dict, write_params
 from mnist_jax_pipeline import paths
+from mnist_jax_pipeline.artefacts import storage, training
+from mnist_jax_pipeline.artefacts.training import VariantEpoch
+from mnist_jax_pipeline.config import load
 from mnist_jax_pipeline.errors import PipelineError
 from mnist_jax_pipeline.report import provenance
+from mnist_jax_pipeline.report.formatting import ratio, seconds
 from mnist_jax_pipeline.report.memory import clean_svg
 from mnist_jax_pipeline.report.render import render
+from mnist_jax_pipeline.variants import get
 
 SECTIONS = ("dataset", "training", "timing", "evaluation", "memory", "provenance")
-FIGURES = (
-    "dataset_samples.png",
-    "class_balance.png",
-    "training_curves.png",
-    "epoch_times.png",
-    "confusion_nojit.png",
-    "confusion_jit.png",
-    "per_class_recall.png",
-    "misclassified_nojit.png",
-    "misclassified_jit.png",
-)
-EXTERNAL = re.compile(
-    r"""(?:src|href)\s*=\s*["']?\s*(?!data:|#)[a-z]+:|url\(\s*["']?\s*(?!data:|#)""", re.I
-)
+EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*["']?\s*(?!data:|#)[a-z]+:|url\(\s*["']?\s*(?!data:|#)""", re.I)
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def _render(make_params, **overrides) -> tuple[str, str]:
-    render(make_params(**overrides), "params.yaml")
-    return Path(paths.REPORT_HTML).read_text(), Path(paths.REPORT_MD).read_text()
+def _render(tree: Path, variants: list[str] | None = None) -> tuple[str, str]:
+    if variants is not None:
+        write_params(tree / "params.yaml", tiny_params_dict(variants=variants))
+    render(load("params.yaml"), "params.yaml")
+    return Path(paths.REPORT_HTML.path).read_text(), Path(paths.REPORT_MD.path).read_text()
 
 
-def test_html_has_every_section_and_is_self_contained(report_tree: Path, make_params) -> None:
-    html, _ = _render(make_params)
+def _figures(variants: list[str]) -> list[str]:
+    return paths.REPORT_FIGURES.file_names(tuple(variants))
+
+
+def test_html_has_every_section_and_is_self_contained(report_tree: Path) -> None:
+    html, _ = _render(report_tree)
     for section in SECTIONS:
         assert f'<section id="{section}">' in html
     assert "<script" not in html.lower()
     assert not EXTERNAL.search(html), EXTERNAL.search(html)
     assert "<link" not in html.lower() and "@import" not in html
     images = re.findall(r"<img [^>]*src=\"([^\"]*)\"", html)
-    assert len(images) == len(FIGURES) + 1  # and the train_step call graph
-    assert all(
-        src.startswith(("data:image/png;base64,", "data:image/svg+xml;base64,")) for src in images
-    )
-    for name, text in (
-        ("checksum", "1" * 64),
-        ("params digest", make_params().digest()),
-        ("speedup", "20.0×"),
-        ("compile", "400 ms"),
-        ("peak", "700.0 MiB"),
-        ("explanation", "&lt;i&gt;train_step&lt;/i&gt;"),
-        ("tfds", "4.9.10"),
-    ):
+    graphs = len(list((report_tree / paths.PROFILE.path).glob("*.svg")))
+    assert len(images) == len(_figures(TINY_VARIANTS)) + graphs
+    assert all(src.startswith(("data:image/png;base64,", "data:image/svg+xml;base64,")) for src in images)
+    jit = training.read_metrics("jit")
+    for name, text in (("checksum", "1" * 64), ("params digest", load("params.yaml").digest()),
+                       ("compile", seconds(jit.compile_seconds)), ("tfds", "test")):
         assert text in html, name
+    for variant in TINY_VARIANTS:
+        assert escape(get(variant).description) in html  # the registry's wording
 
 
-def test_the_inlined_call_graph_is_cleaned(report_tree: Path, make_params) -> None:
-    html, _ = _render(make_params)
-    uri = re.search(r'src="data:image/svg\+xml;base64,([^"]+)"', html)
-    assert uri is not None
-    svg = base64.b64decode(uri.group(1)).decode()
+def test_speedups_are_the_ratio_of_median_epochs(report_tree: Path) -> None:
+    html, summary = _render(report_tree)
+    base = training.read_metrics("nojit").epoch_seconds_median
+    for variant in ("jit", "jit_scan"):
+        expected = ratio(base / training.read_metrics(variant).epoch_seconds_median)
+        assert f"{variant} is {expected} faster per epoch than nojit" in html
+        assert f"`{variant}` runs an epoch **{expected}** faster than `nojit`" in summary
+
+
+def test_the_inlined_call_graph_is_cleaned(report_tree: Path) -> None:
+    (report_tree / paths.PROFILE.path / "train_step.svg").write_text(FAKE_SVG)
+    html, _ = _render(report_tree)
+    uris = re.findall(r'src="data:image/svg\+xml;base64,([^"]+)"', html)
+    svg = next(text for text in (base64.b64decode(u).decode() for u in uris) if "train_step 1.2MB" in text)
     assert "<script" not in svg and "onload" not in svg and "example.com" not in svg
     assert 'width="220pt"' in svg and 'height="90pt"' in svg and 'viewBox="0 0 220 90"' in svg
-    assert "scale(0.5" not in svg and "train_step 1.2MB" in svg
+    assert "scale(0.5" not in svg
 
 
-def test_summary_states_accuracy_speedup_device_and_provenance(
-    report_tree: Path, make_params
-) -> None:
-    _, summary = _render(make_params)
-    assert "| `nojit` | 88.00 %" in summary and "| `jit` | 88.00 %" in summary
-    assert "**20.0×**" in summary and "400 ms" in summary
-    assert "cpu backend" in summary and "700.0 MiB" in summary
-    assert f"params sha256 `{make_params().digest()[:12]}`" in summary
-    assert "commit `unknown`" in summary  # tmp_path is no git repository
+def test_summary_states_accuracy_device_and_provenance(report_tree: Path) -> None:
+    _, summary = _render(report_tree)
+    for variant in TINY_VARIANTS:
+        accuracy = json.loads(Path(paths.EVAL_METRICS.at(variant)).read_text())["test_accuracy"]
+        assert f"| `{variant}` | {100 * accuracy:.2f} %" in summary
+    assert "cpu backend" in summary
+    assert f"params sha256 `{load('params.yaml').digest()[:12]}`" in summary
+    assert "commit `unknown`" in summary  # the tree is no git repository
 
 
-def test_figures_are_pngs_and_byte_stable(report_tree: Path, make_params) -> None:
-    _render(make_params)
-    first = {name: (Path(paths.FIGURES_DIR) / name).read_bytes() for name in FIGURES}
+def test_figures_are_pngs_and_byte_stable(report_tree: Path) -> None:
+    _render(report_tree)
+    folder = Path(paths.REPORT_FIGURES.path)
+    names = _figures(TINY_VARIANTS)
+    first = {name: (folder / name).read_bytes() for name in names}
     assert all(data.startswith(PNG_MAGIC) and b"Software" not in data for data in first.values())
-    _render(make_params)
-    assert sorted(p.name for p in Path(paths.FIGURES_DIR).iterdir()) == sorted(FIGURES)
-    assert {name: (Path(paths.FIGURES_DIR) / name).read_bytes() for name in FIGURES} == first
+    _render(report_tree)
+    assert sorted(p.name for p in folder.iterdir()) == sorted(names)
+    assert {name: (folder / name).read_bytes() for name in names} == first
 
 
-def test_without_profile_the_report_says_how_to_make_one(report_tree: Path, make_params) -> None:
-    shutil.rmtree(report_tree / "reports" / "profile")
-    html, summary = _render(make_params)
+def test_every_variants_epochs_go_to_the_overlay_plot_file(report_tree: Path) -> None:
+    _render(report_tree)
+    rows = storage.read_rows(paths.VARIANTS_HISTORY.path, VariantEpoch, "report")
+    assert [(r.variant, r.epoch) for r in rows] == [(v, e) for v in TINY_VARIANTS for e in (1, 2)]
+    assert rows[0].train_loss == training.read_history("nojit")[0].train_loss
+
+
+def test_without_profile_the_report_says_how_to_make_one(report_tree: Path) -> None:
+    shutil.rmtree(report_tree / paths.PROFILE.path)
+    html, summary = _render(report_tree)
     assert "is missing; run the 'profile' stage" in html
     assert "go install github.com/google/pprof" in html  # the default install hint
     assert "no memory profile (run the `profile` stage)" in summary
 
 
-def test_without_pprof_the_report_gives_the_install_hint(make_report_tree, make_params) -> None:
-    make_report_tree(with_svg=False)
-    html, summary = _render(make_params)
+def test_without_pprof_the_report_gives_the_install_hint(report_tree: Path) -> None:
+    summary_path = report_tree / paths.PROFILE.path / "summary.json"
+    data = json.loads(summary_path.read_text())
+    data["pprof"].update(available=False, install_hint="apt-get install pprof-for-tests")
+    summary_path.write_text(json.dumps(data))
+    for svg in (report_tree / paths.PROFILE.path).glob("*.svg"):
+        svg.unlink()
+    html, summary = _render(report_tree)
     assert "pprof is not installed" in html and "apt-get install pprof-for-tests" in html
     assert "apt-get install pprof-for-tests" in summary
     assert "data:image/svg+xml" not in html
 
 
-def test_three_variants(make_report_tree, make_params) -> None:
-    tree = make_report_tree(variants=("nojit", "jit", "jit_scan"))
-    html, summary = _render(make_params, variants=["nojit", "jit", "jit_scan"])
-    assert "| `jit_scan` | 88.00 %" in summary and "40.0×" in summary
-    assert (tree / paths.FIGURES_DIR / "confusion_jit_scan.png").is_file()
-    assert "lax.scan" in html
+def test_two_variants(report_tree: Path) -> None:
+    html, summary = _render(report_tree, ["nojit", "jit"])
+    assert "`jit_scan`" not in summary and "jit_scan" not in html
+    assert sorted(p.name for p in Path(paths.REPORT_FIGURES.path).iterdir()) == sorted(_figures(["nojit", "jit"]))
 
 
-def test_without_nojit_there_is_no_speedup(make_report_tree, make_params) -> None:
-    make_report_tree(variants=("jit",))
-    html, summary = _render(make_params, variants=["jit"])
+def test_without_the_baseline_there_is_no_speedup(report_tree: Path) -> None:
+    html, summary = _render(report_tree, ["jit"])
     assert "not computed" in summary and "was not run" in html
 
 
-def test_a_missing_metrics_file_names_its_stage(report_tree: Path, make_params) -> None:
-    (report_tree / "metrics" / "train" / "jit.json").unlink()
-    with pytest.raises(
-        PipelineError, match=r"metrics/train/jit.json: missing; run the 'train@jit' stage"
-    ):
-        render(make_params(), "params.yaml")
-    assert not (report_tree / paths.REPORT_HTML).exists()
+def test_a_missing_metrics_file_names_its_stage(report_tree: Path) -> None:
+    Path(paths.TRAIN_METRICS.at("jit")).unlink()
+    with pytest.raises(PipelineError, match=r"metrics/train/jit.json: missing; run the 'train@jit' stage"):
+        render(load("params.yaml"), "params.yaml")
+    assert not (report_tree / paths.REPORT_HTML.path).exists()
 
 
 @pytest.mark.parametrize(
     ("path", "content", "message"),
     [
-        (
-            "metrics/evaluate/nojit.json",
-            "{not json",
-            r"nojit.json: corrupt JSON .*re-run the 'evaluate@nojit'",
-        ),
-        (
-            "metrics/train/jit.json",
-            json.dumps({"variant": "jit"}),
-            r"missing key 'epochs'; re-run the 'train@jit'",
-        ),
-        (
-            "plots/train/jit.csv",
-            "epoch,epoch_seconds\n1,2\n",
-            r"jit.csv: missing column 'train_loss'.*'train@jit'",
-        ),
-        (
-            "plots/train/nojit.csv",
-            "epoch,epoch_seconds,train_loss,train_accuracy,test_accuracy\n1,x,1,1,1\n",
-            r"nojit.csv: line 2 is not numeric",
-        ),
-        (
-            "data/processed/test_images.npy",
-            "garbage",
-            r"test_images.npy: corrupt or truncated.*'preprocess'",
-        ),
+        ("metrics/evaluate/nojit.json", "{not json", r"nojit.json: corrupt JSON; re-run the 'evaluate@nojit'"),
+        ("metrics/train/jit.json", json.dumps({"epochs": 2}), r"jit.json: 'steps_per_epoch': field required;"
+                                                              r" re-run the 'train@jit'"),
+        ("metrics/train/jit.run.json", json.dumps({"variant": "jit"}), r"jit.run.json: .*re-run the 'train@jit'"),
+        ("plots/train/jit.csv", "epoch,epoch_seconds\n1,2\n", r"jit.csv: missing column 'train_loss'.*'train@jit'"),
+        ("plots/train/nojit.csv", "epoch,epoch_seconds,train_loss,train_accuracy,test_accuracy\n1,x,1,1,1\n",
+         r"nojit.csv: line 2, column 'epoch_seconds'"),
+        ("data/processed/test_images.npy", "garbage", r"test_images.npy: corrupt or truncated.*'preprocess'"),
+        ("data/raw/manifest.json", json.dumps({"dataset": "mnist"}), r"manifest.json: .*re-run the 'download'"),
+        ("data/processed/stats.json", "[]", r"stats.json: .*re-run the 'preprocess'"),
         ("reports/profile/summary.json", "[", r"summary.json: corrupt JSON.*'profile'"),
-        (
-            "reports/profile/train_step.svg",
-            "<svg",
-            r"train_step.svg: not a readable SVG.*'profile'",
-        ),
+        ("reports/profile/train_step.svg", "<svg", r"train_step.svg: not a readable SVG.*'profile'"),
     ],
 )
-def test_corrupt_inputs_name_the_file_and_the_stage(
-    report_tree: Path, make_params, path: str, content: str, message: str
-) -> None:
+def test_corrupt_inputs_name_the_file_and_the_stage(report_tree: Path, path: str, content: str,
+                                                    message: str) -> None:
     (report_tree / path).write_text(content)
-    with pytest.raises(PipelineError, match=message):
-        render(make_params(), "params.yaml")
+    with pytest.raises(PipelineError, match=message) as err:
+        render(load("params.yaml"), "params.yaml")
+    assert "\n" not in str(err.value)
 
 
-def test_stale_details_name_the_evaluate_stage(report_tree: Path, make_params) -> None:
-    details = report_tree / "metrics" / "evaluate" / "jit_details.json"
+def test_stale_details_name_the_evaluate_stage(report_tree: Path) -> None:
+    details = report_tree / paths.EVAL_DETAILS.at("jit")
     data = json.loads(details.read_text())
-    data["misclassified_indices"][0] = 10_000
+    data["misclassified_indices"] = [10_000]
+    data["true"], data["predicted"] = [1], [2]
     details.write_text(json.dumps(data))
-    with pytest.raises(
-        PipelineError, match=r"jit_details.json: misclassified indices.*'evaluate@jit'"
-    ):
-        render(make_params(), "params.yaml")
+    with pytest.raises(PipelineError, match=r"jit_details.json: misclassified indices.*'evaluate@jit'"):
+        render(load("params.yaml"), "params.yaml")
 
 
 def test_clean_svg_keeps_drawing_and_internal_links() -> None:
@@ -200,19 +193,37 @@ def test_clean_svg_keeps_drawing_and_internal_links() -> None:
     assert 'width="10pt"' in cleaned
 
 
+GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+
+
 @pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")
-def test_git_state_reads_commit_and_dirty_flag(tmp_path: Path, monkeypatch) -> None:
+def test_git_state_names_modified_files_but_not_dvc_lock(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
-    assert provenance.git_state() == {"commit": "unknown", "dirty": "unknown"}
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
-    subprocess.run([*git, "init", "-q"], check=True)
-    (tmp_path / "a.txt").write_text("a")
-    subprocess.run([*git, "add", "a.txt"], check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "a"], check=True)
+    assert provenance.git_state() == {"commit": "unknown", "modified": None}
+    subprocess.run([*GIT, "init", "-q"], check=True)
+    for name in ("a.txt", "b c.txt", "dvc.lock"):
+        (tmp_path / name).write_text("a")
+    subprocess.run([*GIT, "add", "."], check=True)
+    subprocess.run([*GIT, "commit", "-q", "-m", "a"], check=True)
     state = provenance.git_state()
-    assert re.fullmatch(r"[0-9a-f]{40}", state["commit"]) and state["dirty"] == "no"
+    assert re.fullmatch(r"[0-9a-f]{40}", state["commit"]) and state["modified"] == []
+    (tmp_path / "dvc.lock").write_text("rewritten by a run")
+    (tmp_path / "untracked.txt").write_text("new")
+    assert provenance.git_state()["modified"] == []
     (tmp_path / "a.txt").write_text("b")
-    assert provenance.git_state()["dirty"] == "yes"
+    (tmp_path / "b c.txt").write_text("b")
+    assert provenance.git_state()["modified"] == ["a.txt", "b c.txt"]
+
+
+def test_report_lists_the_modified_files(report_tree: Path) -> None:
+    subprocess.run([*GIT, "init", "-q"], check=True)
+    subprocess.run([*GIT, "add", "params.yaml"], check=True)
+    subprocess.run([*GIT, "commit", "-q", "-m", "a"], check=True)
+    html, _ = _render(report_tree)
+    assert "no tracked file modified" in html
+    (report_tree / "params.yaml").write_text((report_tree / "params.yaml").read_text() + "# edited\n")
+    html, summary = _render(report_tree)
+    assert "with changes to <code>params.yaml</code>" in html and "changes to params.yaml" in summary
 
 
 def test_source_date_epoch_pins_the_date(monkeypatch) -> None:

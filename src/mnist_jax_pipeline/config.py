@@ -13,6 +13,7 @@ import argparse
 import hashlib
 import json
 import math
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -94,7 +95,7 @@ class Params(Section):
     preprocess: PreprocessConfig
     model: ModelConfig
     train: TrainConfig
-    variants: Annotated[tuple[VariantName, ...], Field(strict=False, min_length=1)]
+    variants: Annotated[tuple[VariantName, ...], Field(strict=False, min_length=1)]  # type: ignore[valid-type]
     profile: ProfileConfig
 
     @model_validator(mode="after")
@@ -155,22 +156,23 @@ def _describe(error: ErrorDetails) -> str:
     """One line: the dotted key at fault and what is allowed there."""
     loc, kind, ctx, value = error["loc"], error["type"], error.get("ctx", {}), error.get("input")
     key, shown = _key(loc), json.dumps(value, default=str)
+    allowed = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
+    whole = "; write it without a decimal point"
     if kind == "extra_forbidden":
         section: Any = Params
         for part in loc[:-1]:
             section = section.model_fields[str(part)].annotation
-        allowed = ", ".join(sorted(section.model_fields))
-        return f"unknown key '{key}'; allowed keys here: {allowed}"
+        return f"unknown key '{key}'; allowed keys here: {', '.join(sorted(section.model_fields))}"
     if kind == "missing":
         return f"{key}: missing; add it (the README's parameter table lists every key)"
     if kind == "value_error":  # the rules below name their keys themselves
         return error["msg"].removeprefix("Value error, ")
     messages = {
-        "int_type": f"{shown} is not an integer" + ("" if isinstance(value, bool) else "; write it without a decimal point"),
+        "int_type": f"{shown} is not an integer" + ("" if isinstance(value, bool) else whole),
         "float_type": f"{shown} is not a number",
         "bool_type": f"{shown} is not a boolean; write true or false",
         "finite_number": f"{shown} is not a finite number",
-        "literal_error": f"{shown} is not allowed; use one of {ctx.get('expected', '').replace(chr(39), chr(34))}",
+        "literal_error": f"{shown} is not allowed; use one of {', '.join(map(json.dumps, allowed))}",
         "greater_than_equal": f"{shown} is less than the minimum of {ctx.get('ge')}",
         "greater_than": f"{shown} must be greater than {ctx.get('gt')}",
         "less_than_equal": f"{shown} is more than the maximum of {ctx.get('le')}",
@@ -210,8 +212,8 @@ def read_yaml(path: str | Path) -> Any:
     except OSError as err:
         raise PipelineError(f"{path}: cannot read ({err.strerror}); check its permissions") from err
     except UnicodeDecodeError as err:
-        line = text_line(err.object, err.start)
-        raise PipelineError(f"{path}: byte 0x{err.object[err.start]:02x} on line {line} is not UTF-8;"
+        raise PipelineError(f"{path}: byte 0x{err.object[err.start]:02x} on line {text_line(err.object, err.start)}"
+                            " is not UTF-8;"
                             " save the file as UTF-8") from err
     try:
         return YAML(typ="safe").load(text)

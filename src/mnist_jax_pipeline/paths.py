@@ -74,16 +74,20 @@ CONFUSION = Artefact("plots/confusion/{variant}.csv", "evaluate", role="plots",
                      plot=Plot("actual", "predicted", "Confusion matrix ({variant})", template="confusion"))
 PROFILE = Artefact("reports/profile", "profile",
                    files=tuple(f"{point}.prof" for point in SNAPSHOTS) + ("summary.json",))
+VARIANTS_HISTORY = Artefact("plots/variants.csv", "report")  # every variant's epochs, for DVC's overlays
 REPORT_HTML = Artefact("reports/report.html", "report")
 REPORT_MD = Artefact("reports/summary.md", "report")
 REPORT_FIGURES = Artefact("reports/figures", "report", files=tuple(f"{name}.png" for name in FIGURES),
                           variant_files=tuple(f"{kind}_{{variant}}.png" for kind in VARIANT_FIGURES))
 
 ARTEFACTS = (RAW, PROCESSED, MODEL, TRAIN_METRICS, TRAIN_RUN, TRAIN_HISTORY, EVAL_METRICS, EVAL_DETAILS,
-             CONFUSION, PROFILE, REPORT_HTML, REPORT_MD, REPORT_FIGURES)
+             CONFUSION, PROFILE, VARIANTS_HISTORY, REPORT_HTML, REPORT_MD, REPORT_FIGURES)
 
 # Tracked files that a run itself rewrites: the report's provenance does not count them as changes.
 PIPELINE_WRITES = ("dvc.lock",)
 
-# Columns of the training history CSV that the top-level DVC plots overlay across variants.
-HISTORY_PLOTS = {"train_loss": "Training loss per epoch", "epoch_seconds": "Seconds per epoch"}
+# Columns of VARIANTS_HISTORY that dvc.yaml's top-level plots draw, one line per variant (the
+# template .dvc/plots/variants.json colours by variant and dashes by revision).
+HISTORY_PLOTS = {"train_loss": "Training loss per epoch", "test_accuracy": "Test accuracy per epoch",
+                 "epoch_seconds": "Seconds per epoch"}
+HISTORY_TEMPLATE = "variants"

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from . import paths, variants
+from . import paths
 from .cli import COMMANDS
 from .config import Params, schema
 from .errors import PipelineError
@@ -134,7 +134,7 @@ def _dvc_code(files: list[str], root: Path = CODE_ROOT) -> list[str]:
     """Files, with a sub-package folder in place of its files when all of them are listed."""
     listed = set(files)
     folders = sorted({str(Path(f).parent) for f in files if Path(f).parent != root}, key=len)
-    whole = []
+    whole: list[str] = []
     for folder in folders:
         contents = {str(p) for p in Path(folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts}
         if contents <= listed and not any(folder.startswith(w + "/") for w in whole):
@@ -184,13 +184,12 @@ def dvc_stage(stage: Stage) -> dict:
 
 def dvc_yaml() -> str:
     """The text of dvc.yaml."""
-    history = paths.TRAIN_HISTORY
-    top_plots = [{title: {"x": "epoch", "y": {history.at(v.name).as_posix(): column for v in variants.VARIANTS}}}
-                 for column, title in paths.HISTORY_PLOTS.items()]
+    top_plots = [{title: {"template": paths.HISTORY_TEMPLATE, "x": "epoch",
+                          "y": {paths.VARIANTS_HISTORY.path: column}}} for column, title in paths.HISTORY_PLOTS.items()]
     document = {"plots": top_plots, "stages": {stage.name: dvc_stage(stage) for stage in STAGES}}
     header = ("# Generated from src/mnist_jax_pipeline/stages.py by `mnist-pipeline generate`: edit the stage\n"
               "# table there, not this file (tests/test_stages.py fails when this copy is stale).\n"
-              "# Top-level plots overlay every variant; one that did not run is left out with a warning.\n")
+              "# The top-level plots draw one line per variant that ran (template: .dvc/plots/variants.json).\n")
     return header + yaml.safe_dump(document, sort_keys=False, width=120)
 
 

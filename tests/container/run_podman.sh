@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Prove the Dockerfile on a machine without a Docker engine: rootful Podman builds the `cpu`
-# target and runs the whole pipeline in it, offline, on a fresh copy of this checkout.
+# image (JAX_EXTRA=cpu) and runs the whole pipeline in it, offline, on a fresh copy of this checkout.
 #
 #   tests/container/run_podman.sh            (called by .ci/container.sh)
 #
 # Steps: install podman/runc/debootstrap (apt) -> write a containers.conf that works in this
 # sandbox -> base image (python:3.11-slim-bookworm if a registry answers, else a debootstrapped
-# bookworm + Debian's python3, cached) -> build `cpu` with the host's index settings as build
+# bookworm + Debian's python3, cached) -> build the cpu image with the host's index settings as build
 # secrets -> check the image (non-root, no index configuration or secrets left) -> copy the
 # checkout (HEAD plus the working tree's changes) -> `snakemake --cores all` in the container
 # with --network none and the MNIST mirror mounted -> check reports/report.html.
@@ -15,8 +15,8 @@
 # Environment:
 #   MNIST_MIRROR              host folder with the four MNIST .gz files (default /work/shared/data/mnist)
 #   CONTAINER_STATE           cache folder (default /var/tmp/mnist-podman)
-#   CONTAINER_TARGETS         more targets to build besides cpu (e.g. "cuda12 tpu"); each must
-#                             build and import jax (no accelerator needed for that)
+#   CONTAINER_TARGETS         more JAX builds (JAX_EXTRA) to build besides cpu (e.g. "cuda12 tpu");
+#                             each must build and import jax (no accelerator needed for that)
 #   CONTAINER_BASE_IMAGE      base image to use instead of the pull / local fallback
 #   CONTAINER_SOURCE          worktree (default: HEAD + uncommitted changes) or head (HEAD only)
 #   CONTAINER_RUN_PIPELINE    0 to stop after the image checks
@@ -117,7 +117,7 @@ else
   if ! podman image exists "$LOCAL_BASE"; then
     t0=$(now)
     "${NICE[@]}" podman build -q --network host "${SECRETS[@]}" -t "$LOCAL_BASE" \
-      -f "$REPO/tests/container/base-python.Containerfile" "$REPO/tests/container" >/dev/null \
+      -f "$REPO/tests/container/base-python.Containerfile" "$REPO/docker" >/dev/null \
       || fail "building $LOCAL_BASE failed"
     log "local python base image: $(( $(now) - t0 )) s"
   fi
@@ -143,7 +143,7 @@ for target in $TARGETS; do
   t0=$(now)
   set +e
   "${NICE[@]}" podman build --network host "${SECRETS[@]}" --build-arg "BASE_IMAGE=$BASE" \
-    --target "$target" -t "$IMAGE:$target" -f "$WORK/checkout/Dockerfile" "$WORK/checkout" \
+    --build-arg "JAX_EXTRA=$target" -t "$IMAGE:$target" -f "$WORK/checkout/Dockerfile" "$WORK/checkout" \
     >"$STATE/build-$target.log" 2>&1
   BUILD_RC[$target]=$?
   set -e

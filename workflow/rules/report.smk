@@ -19,6 +19,7 @@ rule report:
     input:
         stage_inputs("report"),
     output:
+        history=paths.VARIANTS_HISTORY.path,
         html=report(paths.REPORT_HTML.path, caption="../report/report.rst", category="Report"),
         summary=report(paths.REPORT_MD.path, caption="../report/summary.rst", category="Report"),
         figures=report(

@@ -22,6 +22,12 @@ class EpochRecord(Record):
     test_accuracy: float
 
 
+class VariantEpoch(EpochRecord):
+    """One row of plots/variants.csv: an epoch of one variant."""
+
+    variant: str
+
+
 class XlaAnalysis(Record):
     """XLA's own figures for the compiled training step (per batch; per epoch for jit_scan)."""
 

@@ -23,6 +23,8 @@ from ..artefacts.dataset import PixelStats, SplitStats, Stats, load_raw_split, r
 from ..config import NUM_CLASSES, PreprocessConfig, load, split_sizes
 from ..errors import PipelineError
 
+FORMAT = "npy float32 images, int32 labels; np.load(path, allow_pickle=False)"
+
 
 def split_indices(count: int, config: PreprocessConfig) -> tuple[np.ndarray, np.ndarray]:
     """Indices of the kept training and validation examples, each in original order."""
@@ -103,7 +105,7 @@ def preprocess(config: PreprocessConfig, raw_dir: str | Path = paths.RAW.path,
             storage.save_array(tmp / f"{split}_images.npy", transform(images, config, mean, std))
             storage.save_array(tmp / f"{split}_labels.npy", labels.astype(np.int32))
             splits[split] = _split_stats(images, labels, scale, offset)
-        stats = Stats(dataset=manifest.dataset, format="npy float32 images, int32 labels; np.load(path, allow_pickle=False)",
+        stats = Stats(dataset=manifest.dataset, format=FORMAT,
                       normalize=config.normalize, normalize_mean=mean, normalize_std=std,
                       image_shape=[784] if config.flatten else [28, 28], splits=splits)
         storage.write_model(tmp / "stats.json", stats)

@@ -15,6 +15,7 @@ from typing import NamedTuple, Protocol
 import jax
 import numpy as np
 import optax
+from jax.typing import ArrayLike
 
 from ..artefacts.training import XlaAnalysis
 from ..config import TrainConfig
@@ -26,7 +27,7 @@ class TrainState(NamedTuple):
     opt_state: optax.OptState
 
 
-Update = Callable[[TrainState, jax.Array, jax.Array], TrainState]
+Update = Callable[[TrainState, ArrayLike, ArrayLike], TrainState]
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ def make_optimizer(config: TrainConfig, steps_per_epoch: int) -> optax.GradientT
 def make_update(optimizer: optax.GradientTransformation) -> Update:
     """One step: gradients of the tutorial loss, then the optimizer's update."""
 
-    def update(state: TrainState, images: jax.Array, targets: jax.Array) -> TrainState:
+    def update(state: TrainState, images: ArrayLike, targets: ArrayLike) -> TrainState:
         grads = jax.grad(loss)(state.params, images, targets)
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
         return TrainState(optax.apply_updates(state.params, updates), opt_state)
@@ -98,9 +99,11 @@ def batch_bounds(count: int, batch_size: int) -> list[tuple[int, int]]:
     return [(start, min(start + batch_size, count)) for start in range(0, count, batch_size)]
 
 
-def xla_analysis(compiled: jax.stages.Compiled) -> XlaAnalysis:
-    """XLA's memory analysis and cost analysis of one compiled executable."""
+def xla_analysis(compiled: jax.stages.Compiled) -> XlaAnalysis | None:
+    """XLA's memory analysis and cost analysis of one compiled executable (None where the backend has none)."""
     memory = compiled.memory_analysis()
+    if memory is None:
+        return None
     costs = compiled.cost_analysis() or {}
     if isinstance(costs, list):  # older JAX returns one dict per device
         costs = costs[0] if costs else {}

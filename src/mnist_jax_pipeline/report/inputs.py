@@ -14,7 +14,9 @@ import numpy as np
 from .. import paths
 from ..artefacts import evaluation, training
 from ..artefacts.dataset import Manifest, Stats, load_split, read_manifest, read_stats
+from ..artefacts.evaluation import EvalDetails, EvalMetrics
 from ..artefacts.profile_summary import ProfileSummary, read_summary
+from ..artefacts.training import EpochRecord, RunInfo, TrainMetrics
 
 
 @dataclass(frozen=True)
@@ -22,11 +24,11 @@ class VariantResults:
     """Everything the train and evaluate stages wrote for one variant."""
 
     name: str
-    train: training.TrainMetrics
-    run: training.RunInfo
-    history: list[training.EpochRecord]
-    evaluation: evaluation.EvalMetrics
-    details: evaluation.EvalDetails
+    train: TrainMetrics
+    run: RunInfo
+    history: list[EpochRecord]
+    evaluation: EvalMetrics
+    details: EvalDetails
 
     @property
     def confusion(self) -> np.ndarray:

@@ -18,6 +18,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from .. import paths, variants
 from ..artefacts import storage
 from ..artefacts.dataset import Stats
+from ..artefacts.training import VariantEpoch
 from ..config import NUM_CLASSES, Params, load
 from .figures import SAMPLE_DIGITS, draw_all, ordered_splits
 from .formatting import FILTERS
@@ -129,6 +130,8 @@ def render(params: Params, params_path: str) -> None:
     with storage.atomic_dir(paths.REPORT_FIGURES.path) as tmp:
         for name, data in pngs.items():
             (tmp / name).write_bytes(data)
+    rows = [VariantEpoch(variant=v.name, **h.model_dump()) for v in art.variants for h in v.history]
+    storage.write_rows(paths.VARIANTS_HISTORY.path, rows, VariantEpoch)
     storage.write_text(paths.REPORT_HTML.path, html)
     storage.write_text(paths.REPORT_MD.path, summary)
     log.info("report: wrote %s, %s and %d figures in %s", paths.REPORT_HTML.path, paths.REPORT_MD.path,

@@ -1,0 +1,122 @@
+"""The training loops: one interface, jit_scan's arithmetic equal to jit's (within the stated
+tolerance), on one device or sharded over two; the benchmark's smoke run."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import subprocess
+import sys
+from argparse import Namespace
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, write_params
+from mnist_jax_pipeline import loops, paths, train, variants
+from mnist_jax_pipeline.artefacts import training
+from mnist_jax_pipeline.artefacts.model_file import load_model
+from mnist_jax_pipeline.loops.base import TrainingLoop
+
+# Same bound as jit vs nojit (tests/test_train.py): the scan reorders no arithmetic, XLA only
+# fuses it differently. Measured difference on the tiny data: 0.0 (bit-identical), shuffled or not.
+JIT_SCAN_ATOL = 1e-6
+
+
+def run(root, params, processed, variant):
+    params_path = write_params(root / "params.yaml", params.to_dict())
+    train.main(Namespace(params=params_path, variant=variant, processed=processed, root=root))
+    return training.read_metrics(variant, root)
+
+
+def test_every_variant_has_a_loop_with_the_protocol(make_params, tiny_processed):
+    params = make_params(model__layer_sizes=[784, 16, 10])
+    data = train.load_dataset(tiny_processed)
+    inputs = train.loop_inputs(params, data.train_images, data.train_labels)
+    wanted = {name for name, member in inspect.getmembers(TrainingLoop) if not name.startswith("_")}
+    for variant in variants.VARIANTS:
+        loop = loops.build(variant, inputs)
+        assert type(loop).__name__ == variant.loop
+        for name in wanted:
+            signature = inspect.signature(getattr(loop, name))
+            protocol = inspect.signature(getattr(TrainingLoop, name))
+            assert list(signature.parameters) == list(protocol.parameters)[1:], (variant.name, name)
+
+
+def test_every_loop_uses_the_epoch(make_params, tiny_processed):
+    """Each loop's epochs differ when shuffling is on: the epoch number is used, not ignored."""
+    params = make_params(model__layer_sizes=[784, 16, 10], train__shuffle=True, train__epochs=2)
+    data = train.load_dataset(tiny_processed)
+    inputs = train.loop_inputs(params, data.train_images, data.train_labels)
+    for variant in variants.VARIANTS:
+        loop = loops.build(variant, inputs)
+        state = loop.place(train.initial_state(params, inputs))
+        loop.compile(state)
+        first = loop.run_epoch(train.initial_state(params, inputs), 1)
+        second = loop.run_epoch(loop.place(train.initial_state(params, inputs)), 2)
+        assert not np.array_equal(first.params[0][0], second.params[0][0]), variant.name
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_jit_scan_agrees_with_jit(tmp_path, make_params, tiny_processed, shuffle):
+    # 600 examples, batch 64: 9 full batches in the scan plus a partial one of 24, as in the loop
+    params = make_params(model__layer_sizes=[784, 64, 64, 10], train__epochs=3, train__batch_size=64,
+                         train__step_size=0.01, train__shuffle=shuffle)
+    run(tmp_path, params, tiny_processed, "jit")
+    metrics = run(tmp_path, params, tiny_processed, "jit_scan")
+    assert metrics.compile_seconds > 0 and metrics.steps_per_epoch == 10
+    scan, _ = load_model(paths.MODEL.at("jit_scan", tmp_path), "train@jit_scan")
+    step, _ = load_model(paths.MODEL.at("jit", tmp_path), "train@jit")
+    for (ws, bs), (wj, bj) in zip(scan, step, strict=True):
+        np.testing.assert_allclose(ws, wj, rtol=0, atol=JIT_SCAN_ATOL)
+        np.testing.assert_allclose(bs, bj, rtol=0, atol=JIT_SCAN_ATOL)
+
+
+SHARDED = """
+import json, sys
+from argparse import Namespace
+from pathlib import Path
+import jax
+sys.path.insert(0, "tests")
+from conftest import write_raw, tiny_params_dict, write_params
+from mnist_jax_pipeline.config import load
+from mnist_jax_pipeline.data.preprocess import preprocess
+from mnist_jax_pipeline import train
+out = Path(sys.argv[1])
+write_raw(out / "raw")
+raw = tiny_params_dict(model={"layer_sizes": [784, 64, 64, 10]}, train={"shuffle": True})
+params_path = write_params(out / "params.yaml", raw)
+preprocess(load(params_path).preprocess, out / "raw", out / "p")
+train.main(Namespace(params=params_path, variant="jit_scan", processed=out / "p", root=out))
+print(json.dumps({"devices": len(jax.devices())}))
+"""
+
+
+def test_sharded_over_two_cpu_devices_equals_one_device(tmp_path):
+    results = {}
+    for count in (1, 2):
+        folder = tmp_path / f"d{count}"
+        folder.mkdir()
+        env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={count}"}
+        done = subprocess.run([sys.executable, "-c", SHARDED, str(folder)], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert json.loads(done.stdout.strip().splitlines()[-1])["devices"] == count
+        results[count], _ = load_model(paths.MODEL.at("jit_scan", folder), "train@jit_scan")
+    for (w1, b1), (w2, b2) in zip(results[1], results[2], strict=True):
+        np.testing.assert_allclose(w1, w2, rtol=0, atol=JIT_SCAN_ATOL)
+        np.testing.assert_allclose(b1, b2, rtol=0, atol=JIT_SCAN_ATOL)
+    assert training.read_run("jit_scan", tmp_path / "d2").device_count == 2
+
+
+def test_benchmark_smoke_run():
+    done = subprocess.run([sys.executable, "benchmarks/bench_train.py", "--synthetic", "--examples", "1024",
+                           "--epochs", "2", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert set(report["epoch_seconds"]) == set(variants.names())
+    assert report["compile_seconds"]["nojit"] is None and report["compile_seconds"]["jit_scan"] > 0
+    assert report["epoch_gflop"] == pytest.approx(192.5 * 1024 / 60_000, rel=0.01)
+    for key in ("gemm_gflops", "roofline_ratio", "speedup_vs_step_loop", "device", "backend", "versions"):
+        assert report[key]

@@ -1,0 +1,119 @@
+"""One declaration per fact: the stage table, the variant registry and the generated files.
+
+The code-deps test runs each stage's real command in a fresh interpreter, records every package
+module it imported, and fails when one of them is not covered by that stage's deps in dvc.yaml.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ROOT, tiny_params_dict, write_params, write_raw
+from mnist_jax_pipeline import cli, paths, stages, variants
+from mnist_jax_pipeline.config import schema
+
+PACKAGE = "mnist_jax_pipeline"
+RECORD = """
+import atexit, json, sys
+out = sys.argv.pop(1)
+def dump():
+    with open(out, "w") as handle:
+        json.dump(sorted(m for m in sys.modules if m == "{package}" or m.startswith("{package}.")), handle)
+atexit.register(dump)
+from {package}.cli import main
+sys.exit(main(sys.argv[1:]))
+""".replace("{package}", PACKAGE)
+
+
+def test_generated_files_are_current(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert stages.stale() == [], "run `mnist-pipeline generate` and commit the result"
+
+
+def test_every_artefact_is_made_by_a_stage_and_every_input_by_an_earlier_one():
+    names = [stage.name for stage in stages.STAGES]
+    assert {a.made_by for a in paths.ARTEFACTS} <= set(names)
+    for position, stage in enumerate(stages.STAGES):
+        assert stage.command in cli.COMMANDS
+        for artefact in stage.inputs:
+            assert names.index(artefact.made_by) < position, f"{stage.name} reads {artefact.path} too early"
+        assert set(stage.params) <= set(schema()["properties"]), stage.name
+
+
+def test_variant_choices_derive_from_the_registry():
+    assert schema()["properties"]["variants"]["items"]["enum"] == list(variants.names())
+    train = cli.build_parser()._subparsers._group_actions[0].choices["train"]  # type: ignore[union-attr]
+    choices = next(a.choices for a in train._actions if a.dest == "variant")
+    assert tuple(choices) == variants.names()
+    plots = yaml.safe_load((ROOT / "dvc.yaml").read_text())["plots"]
+    for plot in plots:  # one file holds every variant that ran; the template draws a line per variant
+        (spec,) = plot.values()
+        assert list(spec["y"]) == [paths.VARIANTS_HISTORY.path]
+        template = json.loads((ROOT / ".dvc" / "plots" / f"{spec['template']}.json").read_text())
+        assert template["encoding"]["color"]["field"] == "variant"
+
+
+def _dvc_deps() -> dict[str, list[str]]:
+    document = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    return {name: (entry.get("do", entry)).get("deps", []) for name, entry in document.items()}
+
+
+def _covered(path: str, deps: list[str]) -> bool:
+    return any(path == dep or path.startswith(dep.rstrip("/") + "/") for dep in deps)
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory) -> dict[str, set[str]]:
+    """{stage: package source files its command imported}, each command run in a fresh interpreter."""
+    tree = tmp_path_factory.mktemp("imports")
+    write_raw(tree / "data" / "raw")
+    write_params(tree / "params.yaml", tiny_params_dict(variants=["jit"]))
+    bad_mirror = tree / "mirror"
+    bad_mirror.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "MNIST_MIRROR": str(bad_mirror),
+           "MNIST_PIPELINE_LOCK": str(tree / "lock")}
+    commands = {"download": (["download", "--out", "data/raw2"], 1),  # stops at the mirror check, after imports
+                "preprocess": (["preprocess"], 0), "train": (["train", "--variant", "jit"], 0),
+                "evaluate": (["evaluate", "--variant", "jit"], 0), "profile": (["profile"], 0),
+                "report": (["report"], 0)}
+    found = {}
+    for stage, (args, status) in commands.items():
+        record = tree / f"{stage}.json"
+        done = subprocess.run([sys.executable, "-c", RECORD, str(record), *args], cwd=tree, env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == status, f"{stage}: {done.stderr[-2000:]}"
+        files = set()
+        for module in json.loads(record.read_text()):
+            relative = Path(*module.split("."))
+            path = ROOT / "src" / relative.with_suffix(".py")
+            path = path if path.is_file() else ROOT / "src" / relative / "__init__.py"
+            files.add(path.relative_to(ROOT).as_posix())
+        found[stage] = files
+    return found
+
+
+@pytest.mark.parametrize("stage", [stage.name for stage in stages.STAGES])
+def test_code_deps_cover_every_module_the_command_imports(imported, stage):
+    deps = _dvc_deps()[stage]
+    missing = sorted(f for f in imported[stage] if not _covered(f, deps))
+    assert not missing, f"{stage}: imports {missing}, not among its deps in dvc.yaml"
+    assert f"src/{PACKAGE}/cli.py" in imported[stage]
+
+
+def test_package_data_the_report_reads_is_a_dep():
+    deps = _dvc_deps()["report"]
+    for template in (ROOT / "src" / PACKAGE / "report" / "templates").iterdir():
+        assert _covered(template.relative_to(ROOT).as_posix(), deps)
+
+
+def test_a_stage_does_not_depend_on_code_it_never_imports():
+    deps = {name: stages.code_files(stages.get(name)) for name in ("download", "evaluate")}
+    assert not any("loops/" in f or f.endswith("train.py") for f in deps["evaluate"])
+    assert not any("report/" in f or "model.py" in f for f in deps["download"])

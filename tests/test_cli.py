@@ -52,4 +52,4 @@ def test_console_script_exit_status():
     done = subprocess.run([sys.executable, "-m", "mnist_jax_pipeline.cli", "--params", "/nonexistent.yaml", "check"],
                           capture_output=True, text=True)
     assert done.returncode == 1
-    assert done.stderr.strip() == "error: /nonexistent.yaml: not found; run from the project root or pass --params"
+    assert done.stderr.strip() == "error: /nonexistent.yaml: missing; run from the project root or pass --params"

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pydantic_core import ErrorDetails
 
 from . import variants
+from .artefacts.storage import read_text
 from .data.datasets import SPLIT_SIZES
 from .errors import PipelineError
 
@@ -202,30 +203,13 @@ def read_yaml(path: str | Path) -> Any:
     """A YAML file read as DVC reads params.yaml: YAML 1.2, ruamel.yaml's safe loader, UTF-8."""
     from ruamel.yaml import YAML, YAMLError
 
-    path = Path(path)
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except FileNotFoundError as err:
-        raise PipelineError(f"{path}: not found; run from the project root or pass --params") from err
-    except IsADirectoryError as err:
-        raise PipelineError(f"{path}: is a folder, not a parameters file; pass --params FILE") from err
-    except OSError as err:
-        raise PipelineError(f"{path}: cannot read ({err.strerror}); check its permissions") from err
-    except UnicodeDecodeError as err:
-        raise PipelineError(f"{path}: byte 0x{err.object[err.start]:02x} on line {text_line(err.object, err.start)}"
-                            " is not UTF-8;"
-                            " save the file as UTF-8") from err
+    text = read_text(path, "run from the project root or pass --params", "save the file as UTF-8")
     try:
         return YAML(typ="safe").load(text)
     except YAMLError as err:
         mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
         line = f" at line {mark.line + 1}" if mark else ""
         raise PipelineError(f"{path}: not valid YAML{line}; fix the syntax") from err
-
-
-def text_line(blob: bytes, offset: int) -> int:
-    """1-based line number of a byte offset."""
-    return blob.count(b"\n", 0, offset) + 1
 
 
 def load(path: str | Path = DEFAULT_PARAMS) -> Params:

@@ -128,15 +128,26 @@ def write_model(path: str | Path, model: BaseModel) -> None:
     write_json(path, model.model_dump(mode="json", exclude_none=True))
 
 
-def _read_text(path: Path, made_by: str) -> str:
+def read_text(path: str | Path, missing: str, damaged: str) -> str:
+    """A file's UTF-8 text. A missing, unreadable or non-UTF-8 file is one line; `missing` and
+    `damaged` say what to do about the first and the last."""
+    path = Path(path)
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_bytes().decode("utf-8")
     except FileNotFoundError as err:
-        raise PipelineError(f"{path}: missing; run the '{made_by}' stage first") from err
-    except UnicodeDecodeError as err:
-        raise PipelineError(f"{path}: not UTF-8 text; re-run the '{made_by}' stage") from err
+        raise PipelineError(f"{path}: missing; {missing}") from err
+    except IsADirectoryError as err:
+        raise PipelineError(f"{path}: is a folder, not a file; {missing}") from err
     except OSError as err:
         raise PipelineError(f"{path}: cannot read ({err.strerror}); check its permissions") from err
+    except UnicodeDecodeError as err:
+        line = err.object.count(b"\n", 0, err.start) + 1
+        raise PipelineError(f"{path}: byte 0x{err.object[err.start]:02x} on line {line} is not UTF-8;"
+                            f" {damaged}") from err
+
+
+def _read_text(path: Path, made_by: str) -> str:
+    return read_text(path, f"run the '{made_by}' stage first", f"re-run the '{made_by}' stage")
 
 
 def invalid(path: Path, err: ValidationError, made_by: str) -> PipelineError:

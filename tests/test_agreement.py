@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import MIRROR
+from conftest import mirror_dir
 from workspace import dvc_ran, make_workspace, set_params, sh, snakemake_planned
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_data]
@@ -20,8 +20,7 @@ TEMPLATE = "src/mnist_jax_pipeline/report/templates/report.html.j2"
 
 @pytest.fixture(scope="module")
 def parent(tmp_path_factory):
-    if not MIRROR:
-        pytest.skip("needs the real MNIST files: set MNIST_MIRROR to a folder with the four .gz files")
+    mirror_dir()
     return tmp_path_factory.mktemp("agree")
 
 

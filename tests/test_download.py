@@ -5,6 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import unavailable
 from mnist_jax_pipeline.artefacts.dataset import read_manifest
 from mnist_jax_pipeline.data import download as dl
 from mnist_jax_pipeline.data.datasets import PINNED, SPLIT_SIZES, sha256_of
@@ -102,7 +103,7 @@ def test_every_mnist_url_is_https():
 def test_fashion_mnist_from_its_mirror(tmp_path, make_params, mirror):
     fashion = mirror.parent / "fashion_mnist"
     if not fashion.is_dir():
-        pytest.skip(f"no Fashion-MNIST mirror beside {mirror}")
+        unavailable(f"no Fashion-MNIST mirror beside {mirror}")
     manifest = dl.download(make_params(data__dataset="fashion_mnist"), tmp_path / "raw", str(fashion))
     assert manifest.dataset == "fashion_mnist"
     assert manifest.splits["train"].count == 60_000 and manifest.splits["test"].count == 10_000

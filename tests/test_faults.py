@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
+import sys
 import time
 from argparse import Namespace
 from pathlib import Path
@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import MIRROR, write_params
+from conftest import ROOT, mirror_dir, without_root_powers, write_params
 from mnist_jax_pipeline import paths, train
 from mnist_jax_pipeline.errors import PipelineError
 from workspace import dvc_ran, env, make_workspace, set_params, sh, snakemake_planned
@@ -56,22 +56,27 @@ def test_full_or_read_only_disk_gives_a_clear_error_and_no_partial_file(tmp_path
         _umount(models)
 
 
-def test_read_only_folder_without_root(tmp_path, make_params, tiny_processed):
-    if os.geteuid() == 0:
-        pytest.skip("root ignores folder permissions; the tmpfs test above covers this case as root")
+def test_read_only_folder_by_its_permissions(tmp_path, make_params, tiny_processed):
+    """Permission bits, not a mount: as root too (the command runs without root's DAC capabilities)."""
     models = tmp_path / "models"
     models.mkdir()
     models.chmod(0o555)
-    with pytest.raises(PipelineError, match="cannot write"):
-        train_in(tmp_path, make_params(train__epochs=1), tiny_processed)
+    write_params(tmp_path / "params.yaml", make_params(train__epochs=1).to_dict())
+    done = subprocess.run([*without_root_powers(), str(Path(sys.executable).parent / "mnist-pipeline"), "train",
+                           "--variant", "jit", "--processed", str(tiny_processed)], cwd=tmp_path,
+                          env={**env(), "PYTHONPATH": str(ROOT / "src"), "MNIST_PIPELINE_LOCK": str(tmp_path / "lock")},
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "error: models/jit.safetensors: cannot write (Permission denied); check the folder's permissions and"
+        " free space")
     assert list(models.iterdir()) == []
 
 
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory):
     """A workspace where download and preprocess are done (real MNIST, 2,000 examples)."""
-    if not MIRROR:
-        pytest.skip("needs the real MNIST files: set MNIST_MIRROR to a folder with the four .gz files")
+    mirror_dir()
     ws = make_workspace(tmp_path_factory.mktemp("faults"), "ws", variants=["jit"])
     sh(ws, "snakemake", "--cores", "all", "--until", "preprocess")
     return ws

@@ -19,3 +19,10 @@ def test_mypy_is_clean():
     mypy = shutil.which("mypy") or str(Path(sys.executable).parent / "mypy")
     done = subprocess.run([mypy, "src"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_snakemake_lint_is_clean():
+    snakemake = Path(sys.executable).parent / "snakemake"
+    done = subprocess.run([str(snakemake), "--lint"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Congratulations, your workflow is in a good condition!" in done.stdout + done.stderr

@@ -11,7 +11,7 @@ import zipfile
 
 import pytest
 
-from conftest import MIRROR
+from conftest import mirror_dir
 from workspace import artefacts, dvc_ran, make_workspace, set_params, sh, snakemake_planned
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_data]
@@ -20,8 +20,7 @@ DOWNSTREAM_OF_PREPROCESS = {"preprocess", "train", "evaluate", "profile", "repor
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    if not MIRROR:
-        pytest.skip("needs the real MNIST files: set MNIST_MIRROR to a folder with the four .gz files")
+    mirror_dir()
     parent = tmp_path_factory.mktemp("e2e")
     snake, dvc = make_workspace(parent, "snakemake"), make_workspace(parent, "dvc")
     sh(snake, "snakemake", "--cores", "all")

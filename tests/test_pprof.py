@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
+from conftest import unavailable
 from mnist_jax_pipeline import pprof
 from mnist_jax_pipeline.errors import PipelineError
 
@@ -84,7 +85,7 @@ def test_render_never_raises_when_pprof_fails(snapshot: Path, tmp_path: Path,
 
 def test_render_with_real_pprof(snapshot: Path, tmp_path: Path) -> None:
     if shutil.which("pprof") is None:
-        pytest.skip("pprof not on PATH; install it with .ci/install-pprof.sh")
+        unavailable("pprof not on PATH; install it with .ci/install-pprof.sh")
     written = pprof.render(snapshot, tmp_path)
     assert "one.top.txt" in written
     assert "Type: space" in (tmp_path / "one.top.txt").read_text()

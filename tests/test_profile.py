@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import yaml
 
+from conftest import unavailable
 from mnist_jax_pipeline import paths, pprof
 from mnist_jax_pipeline.artefacts import storage
 from mnist_jax_pipeline.artefacts.model_file import ModelMetadata, save_model
@@ -113,7 +114,7 @@ def test_peak_memory_names_its_source(run: dict[str, Any]) -> None:
 
 def test_pprof_renders_top_and_svg(run: dict[str, Any]) -> None:
     if shutil.which("pprof") is None:
-        pytest.skip("pprof not on PATH; install it with .ci/install-pprof.sh")
+        unavailable("pprof not on PATH; install it with .ci/install-pprof.sh")
     out, info = run["out"], run["summary"]["pprof"]
     for point in POINTS:
         assert "space" in (out / f"{point}.top.txt").read_text()

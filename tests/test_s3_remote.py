@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import MIRROR
+from conftest import mirror_dir, unavailable
 from workspace import artefacts, dvc_ran, make_workspace, sh, snakemake_planned
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_data]
@@ -38,7 +38,7 @@ def s3(request, tmp_path_factory) -> str:
     """An S3 endpoint on 127.0.0.1 with an empty bucket; the server is stopped by its pid afterwards."""
     missing = [name for name in ("dvc_s3", "moto.server", "boto3") if importlib.util.find_spec(name) is None]
     if missing:
-        pytest.skip(f"needs {', '.join(missing)}: pip install 'dvc-s3>=3.2' 'moto[server]'")
+        unavailable(f"needs {', '.join(missing)}: pip install 'dvc-s3>=3.2' 'moto[server]'")
     port = free_port()
     log = (tmp_path_factory.mktemp("moto") / "moto.log").open("w")
     server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
@@ -74,8 +74,7 @@ def s3(request, tmp_path_factory) -> str:
 @pytest.fixture(scope="module")
 def pushed(s3, tmp_path_factory) -> Path:
     """A checkout that ran the pipeline with DVC and pushed its outputs to the bucket."""
-    if not MIRROR:
-        pytest.skip("needs the real MNIST files: set MNIST_MIRROR to a folder with the four .gz files")
+    mirror_dir()
     ws = make_workspace(tmp_path_factory.mktemp("s3"), "origin")
     sh(ws, "dvc", "repro")
     sh(ws, "dvc", "remote", "add", "-d", REMOTE, f"s3://{BUCKET}/dvc")

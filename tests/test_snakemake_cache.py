@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import MIRROR, ROOT
+from conftest import ROOT, mirror_dir
 from workspace import make_workspace, sh, snakemake_planned
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_data]
@@ -43,8 +43,7 @@ def cached_run(ws: Path) -> str:
 
 @pytest.fixture(scope="module")
 def checkouts(tmp_path_factory):
-    if not MIRROR:
-        pytest.skip("needs the real MNIST files: set MNIST_MIRROR to a folder with the four .gz files")
+    mirror_dir()
     rules = (ROOT / "workflow/rules/data.smk").read_text()
     assert rules.count('cache: "omit-software"') == 2, "download and preprocess must be marked cache: \"omit-software\""
     parent = tmp_path_factory.mktemp("cache")

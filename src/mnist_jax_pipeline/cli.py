@@ -2,20 +2,26 @@
 
 Each command names the module whose `main(args)` runs it; the module is imported only when its
 command runs, so a stage loads (and its code deps cover) only what it uses. Errors the user
-can act on print one line (`error: ...`) and exit 1; `--verbose` adds the traceback.
+can act on print one line (`error: ...`) and exit 1; `--verbose` adds the traceback. SIGINT,
+SIGTERM and SIGHUP (Ctrl-C, `timeout`, Slurm, `docker stop`, a closed terminal) stop a stage the
+same way: its temporary outputs are removed and it exits with 128 + the signal's number.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib
 import logging
+import os
+import signal
 import sys
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from . import paths, variants
+from .artefacts.storage import discard_temps
 from .errors import PipelineError
 
 
@@ -75,25 +81,72 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Stopped(BaseException):
+    """A stop signal, raised where the stage is (like KeyboardInterrupt), so every `finally` and
+    every atomic write's clean-up runs."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stop(signum: int, frame: object) -> None:
+    for sig in STOP_SIGNALS:  # a second signal must not interrupt the clean-up
+        signal.signal(sig, signal.SIG_IGN)
+    raise Stopped(signum)
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _one_line(err: OSError | UnicodeError) -> str:
+    """An OS or encoding error no stage turned into a PipelineError, in the same one-line form."""
+    if isinstance(err, UnicodeError):
+        return f"a file is not UTF-8 text ({err}); re-run the stage that wrote it (--verbose names it)"
+    where = err.filename or "a file"
+    return f"{where}: {err.strerror or err}; check that it exists, its permissions and the free space"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
     for noisy in ("absl", "jax._src", "matplotlib", "PIL", "tensorflow"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    previous = {sig: signal.signal(sig, _stop) for sig in STOP_SIGNALS}
     try:
         module = importlib.import_module(f"{__package__}.{COMMANDS[args.command].module}")
         module.main(args)
-    except PipelineError as err:
+    except (PipelineError, OSError, UnicodeError) as err:
+        discard_temps()
+        atexit.register(discard_temps)  # again after worker threads are joined at exit
         if args.verbose:
             traceback.print_exc()
-        print(f"error: {err}", file=sys.stderr)
+        message = str(err) if isinstance(err, PipelineError) else _one_line(err)
+        print(f"error: {message}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("error: interrupted; no output of this stage was written", file=sys.stderr)
-        return 130
+    except (Stopped, KeyboardInterrupt) as err:
+        discard_temps()
+        signum = err.signum if isinstance(err, Stopped) else signal.SIGINT
+        name = signal.Signals(signum).name
+        print(f"error: stopped by {name}; its temporary files were removed, nothing is half-written", file=sys.stderr)
+        return 128 + signum
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return 0
 
 
+def entry() -> None:
+    """The `mnist-pipeline` console script. After a stop signal it exits at once, without waiting
+    for library worker threads (TFDS's extraction pool, say) that would write again."""
+    status = main()
+    if status > 128:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    sys.exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

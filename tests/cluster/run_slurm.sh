@@ -2,8 +2,9 @@
 # Runs the whole workflow on a one-node Slurm cluster started here for the purpose
 # (workflow/profiles/slurm-local, fast params) and proves from Slurm's own job completion
 # log that every rule ran as a Slurm job. Stops every daemon it started (by pid) and restores
-# every /etc file it changed, whatever happens. Where it cannot run it prints one line,
-# "SKIP slurm check: <reason>", and exits 0.
+# every /etc file it changed, whatever happens. It skips (one line "SKIP slurm check: <reason>",
+# exit 0) only where the machine lacks a capability: root, a package manager, or a machine free of
+# another Slurm. A failure of its own set-up (an install, a daemon's start) is "FAIL", exit 1.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -19,9 +20,9 @@ elapsed() { echo $(( $(date +%s) - START )); }
 say() { echo "[slurm $(elapsed)s] $*"; }
 
 [ "$(id -u)" = 0 ] || skip "needs root to start munged, slurmctld and slurmd"
-[ -n "${MNIST_MIRROR:-}" ] && [ -d "${MNIST_MIRROR}" ] || skip "needs MNIST_MIRROR (the real MNIST files)"
+[ -n "${MNIST_MIRROR:-}" ] && [ -d "${MNIST_MIRROR}" ] || fail "set MNIST_MIRROR to the real MNIST files (now '${MNIST_MIRROR:-}')"
 python -c "import snakemake_executor_plugin_slurm" 2>/dev/null \
-  || skip "snakemake-executor-plugin-slurm is not installed (pip install -e '.[slurm]')"
+  || fail "snakemake-executor-plugin-slurm is not installed (pip install -e '.[slurm]')"
 if pgrep -x slurmctld >/dev/null || pgrep -x slurmd >/dev/null; then
   skip "a Slurm daemon already runs on this machine; not touching someone else's cluster"
 fi
@@ -31,7 +32,7 @@ if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! comm
   command -v apt-get >/dev/null || skip "slurm-wlm and munge are not installed and there is no apt-get"
   say "installing slurm-wlm and munge"
   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge; } \
-    >/tmp/slurm-apt.log 2>&1 || skip "apt-get install slurm-wlm munge failed (see /tmp/slurm-apt.log)"
+    >/tmp/slurm-apt.log 2>&1 || fail "apt-get install slurm-wlm munge failed (see /tmp/slurm-apt.log)"
 fi
 say "$(slurmctld -V), $(munged --version 2>&1 | head -1), plugin $(python -c \
   'import importlib.metadata as m; print(m.version("snakemake-executor-plugin-slurm"))')"
@@ -103,7 +104,7 @@ runuser -u munge -- munged --foreground --force --log-file="$WORK/log/munged.log
   --pid-file="$WORK/munged.pid" --seed-file="$WORK/munged.seed" >"$WORK/log/munged.out" 2>&1 &
 PIDS+=($!)
 for _ in $(seq 50); do munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1 && break; sleep 0.2; done
-munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1 || skip "munged did not start (see $WORK/log)"
+munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1 || fail "munged did not start (see $WORK/log)"
 
 # --- slurmctld, slurmd ---
 slurmctld -D -i >"$WORK/log/slurmctld.out" 2>&1 &
@@ -115,7 +116,7 @@ for _ in $(seq 60); do
   [ "$state" = idle ] && break
   sleep 0.5
 done
-[ "${state:-}" = idle ] || skip "slurmctld/slurmd did not bring the node up (state '${state:-none}', see $WORK/log)"
+[ "${state:-}" = idle ] || fail "slurmctld/slurmd did not bring the node up (state '${state:-none}', see $WORK/log)"
 say "cluster up: $(sinfo -h -o '%P %D %c CPUs %m MB %T')"
 
 # --- a fresh checkout with fast params, run through Slurm ---

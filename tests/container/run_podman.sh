@@ -10,7 +10,9 @@
 # secrets -> check the image (non-root, no index configuration or secrets left) -> copy the
 # checkout (HEAD plus the working tree's changes) -> `snakemake --cores all` in the container
 # with --network none and the MNIST mirror mounted -> check reports/report.html.
-# Where Podman cannot work here it prints one line "SKIP container check: <reason>", exits 0.
+# It skips (one line "SKIP container check: <capability>", exit 0) only where this machine lacks a
+# capability: root, or a package manager to install Podman with. Any failure of its own set-up
+# (an install, Podman's start, a build) is "FAIL container check: ..." and exit 1.
 #
 # Environment:
 #   MNIST_MIRROR              host folder with the four MNIST .gz files (default /work/shared/data/mnist)
@@ -45,7 +47,7 @@ now() { date +%s; }
 
 # --- 1. tools ---------------------------------------------------------------------------------
 [ "$(id -u)" -eq 0 ] || skip "needs root for rootful podman (running as uid $(id -u))"
-[ -d "$MIRROR" ] || skip "MNIST mirror $MIRROR not found (set MNIST_MIRROR)"
+[ -d "$MIRROR" ] || fail "MNIST mirror $MIRROR not found; set MNIST_MIRROR to the folder of the four .gz files"
 mkdir -p "$STATE"
 need=()
 for tool in podman runc debootstrap flock; do command -v "$tool" >/dev/null 2>&1 || need+=("$tool"); done
@@ -56,7 +58,7 @@ if [ "${#need[@]}" -gt 0 ]; then
   pkgs=(podman runc debootstrap fuse-overlayfs slirp4netns uidmap util-linux)
   if ! "${NICE[@]}" apt-get install -y --no-install-recommends "${pkgs[@]}" >"$STATE/apt.log" 2>&1; then
     { apt-get update && "${NICE[@]}" apt-get install -y --no-install-recommends "${pkgs[@]}"; } \
-      >"$STATE/apt.log" 2>&1 || skip "apt-get could not install podman (see $STATE/apt.log)"
+      >"$STATE/apt.log" 2>&1 || fail "apt-get could not install podman (see $STATE/apt.log)"
   fi
 fi
 
@@ -73,7 +75,7 @@ events_logger = "file"
 EOF
 export CONTAINERS_CONF="$STATE/containers.conf"
 podman info >/dev/null 2>"$STATE/podman-info.err" \
-  || skip "podman does not start: $(tail -n 1 "$STATE/podman-info.err")"
+  || fail "podman does not start: $(tail -n 1 "$STATE/podman-info.err")"
 
 # --- 3. base image ----------------------------------------------------------------------------
 python3 "$REPO/tests/container/index_secrets.py" "$STATE/secrets" >"$STATE/secret-args"
@@ -83,7 +85,7 @@ log "build secrets: $(grep -o 'id=[a-z]*' "$STATE/secret-args" | cut -d= -f2 | t
 # a trivial container must start before anything is built with this runtime
 check_runtime() {
   podman run --rm --network none "$1" true >/dev/null 2>"$STATE/podman-run.err" \
-    || skip "podman cannot start a container: $(grep . "$STATE/podman-run.err" | tail -n 1)"
+    || fail "podman cannot start a container: $(grep . "$STATE/podman-run.err" | tail -n 1)"
 }
 
 debian_mirror() {

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import ctypes
+import errno
 import io
 import json
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -25,6 +28,9 @@ from ..errors import PipelineError
 
 TMP_PREFIX = ".tmp-"
 Model = TypeVar("Model", bound=BaseModel)
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+_OPEN: set[Path] = set()  # this process's temporary outputs not yet renamed into place
 
 
 def _umask() -> int:
@@ -53,23 +59,110 @@ def _mkdir(path: Path) -> None:
         raise PipelineError(f"{path}: cannot create folder ({err.strerror}); check its permissions") from err
 
 
+def _temp_prefix(path: Path) -> str:
+    """`.tmp-<name>.<pid>.`: the writing process's id, so a later run knows an orphan when it sees one."""
+    return f"{TMP_PREFIX}{path.name}.{os.getpid()}."
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def sweep(path: Path) -> None:
+    """Remove what a killed writer of `path` left beside it (`.tmp-<name>.<pid>.*` of a dead pid). An
+    earlier output set aside between the two renames of a replacement is put back if `path` is gone."""
+    if not path.parent.is_dir():
+        return
+    for orphan in sorted(path.parent.glob(f"{TMP_PREFIX}{path.name}.*")):
+        pid = orphan.name[len(TMP_PREFIX) + len(path.name) + 1:].split(".", 1)[0]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        with contextlib.suppress(OSError):
+            if orphan.name.endswith(".old") and not path.exists():
+                os.replace(orphan, path)
+            elif orphan.is_dir() and not orphan.is_symlink():
+                shutil.rmtree(orphan)
+            else:
+                orphan.unlink()
+
+
+def discard_temps(settle: float = 1.0) -> None:
+    """Remove this process's temporary outputs, and keep removing them for `settle` seconds: after a
+    stage failed or was stopped, a library's worker thread (TFDS's extraction, say) may still write
+    into a folder the first clean-up removed."""
+    if not _OPEN:
+        return
+    deadline = time.monotonic() + settle
+    while True:
+        for tmp in _OPEN:
+            if tmp.is_dir():
+                shutil.rmtree(tmp, ignore_errors=True)
+            else:
+                tmp.unlink(missing_ok=True)
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    _OPEN.clear()
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one atomic step (Linux renameat2 RENAME_EXCHANGE); False where unsupported."""
+    renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    if renameat2 is None:
+        return False
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
+        return False
+    raise OSError(code, os.strerror(code), str(b))
+
+
+def _replace_dir(tmp: Path, path: Path) -> None:
+    """Put the folder `tmp` at `path`; an earlier `path` is swapped out atomically where the system can,
+    else set aside as `<tmp prefix>old` for the two renames (sweep() puts it back after a kill between them)."""
+    if not path.exists():
+        os.replace(tmp, path)
+    elif _exchange(tmp, path):
+        shutil.rmtree(tmp, ignore_errors=True)  # now the earlier output
+    else:
+        old = path.with_name(f"{_temp_prefix(path)}old")
+        os.replace(path, old)
+        try:
+            os.replace(tmp, path)
+        except OSError:
+            os.replace(old, path)  # put the earlier output back
+            raise
+        shutil.rmtree(old, ignore_errors=True)
+    _fsync_dir(path.parent)
+
+
 @contextlib.contextmanager
 def atomic_file(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside `path`; on success rename it onto `path`."""
     path = Path(path)
     _mkdir(path.parent)
+    sweep(path)
     try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f"{TMP_PREFIX}{path.name}.", dir=path.parent)
+        fd, tmp_name = tempfile.mkstemp(prefix=_temp_prefix(path), dir=path.parent)
     except OSError as err:
         raise _write_error(path, err) from err
     os.close(fd)
     tmp = Path(tmp_name)
+    _OPEN.add(tmp)
     os.chmod(tmp, 0o666 & ~_umask())
     try:
         yield tmp
         with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
         os.replace(tmp, path)
+        _OPEN.discard(tmp)
         _fsync_dir(path.parent)
     except OSError as err:
         tmp.unlink(missing_ok=True)
@@ -84,26 +177,17 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
     """Yield an empty temporary folder beside `path`; on success it replaces `path` whole."""
     path = Path(path)
     _mkdir(path.parent)
+    sweep(path)
     try:
-        tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{path.name}.", dir=path.parent))
+        tmp = Path(tempfile.mkdtemp(prefix=_temp_prefix(path), dir=path.parent))
     except OSError as err:
         raise _write_error(path, err) from err
+    _OPEN.add(tmp)
     os.chmod(tmp, 0o777 & ~_umask())
     try:
         yield tmp
-        old = None
-        if path.exists():
-            old = path.with_name(f"{TMP_PREFIX}{path.name}.old-{os.getpid()}")
-            os.replace(path, old)
-        try:
-            os.replace(tmp, path)
-        except OSError:
-            if old is not None:  # put the earlier output back
-                os.replace(old, path)
-            raise
-        _fsync_dir(path.parent)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        _replace_dir(tmp, path)
+        _OPEN.discard(tmp)
     except OSError as err:
         shutil.rmtree(tmp, ignore_errors=True)
         raise _write_error(path, err) from err

@@ -44,7 +44,11 @@ def verify_file(path: Path, pinned: PinnedFile) -> None:
     """Check a file against its pinned SHA-256; raise a one-line error naming it."""
     if not path.is_file():
         raise PipelineError(f"{path}: missing from the mirror; put the original {pinned.name} there ({pinned.url})")
-    got = sha256_of(path)
+    try:
+        got = sha256_of(path)
+    except OSError as err:
+        raise PipelineError(f"{path}: cannot read ({err.strerror}); make it readable, or point {MIRROR_ENV}"
+                            " at a readable copy") from err
     if got != pinned.sha256:
         raise PipelineError(
             f"{path}: SHA-256 {got[:16]}... does not match the pinned {pinned.sha256[:16]}...;"

@@ -58,7 +58,8 @@ class ScanLoop:
         def body(carry: TrainState, step: jax.Array) -> tuple[TrainState, None]:
             return update(carry, *take(step * batch, batch)), None
 
-        state, _ = jax.lax.scan(body, state, jnp.arange(full))
+        if full:  # a training split smaller than one batch has no full batch to scan
+            state, _ = jax.lax.scan(body, state, jnp.arange(full))
         if rest:
             state = update(state, *take(full * batch, rest))
         return state

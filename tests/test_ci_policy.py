@@ -1,0 +1,58 @@
+"""CI cannot pass with its core checks skipped: under CI=true a test that cannot run fails, a mirror
+setting that points nowhere stops CI, and the heavy checks skip only where the machine lacks a
+capability (their own set-up failing is a failure)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+REAL_DATA_TEST = "tests/test_download.py::test_real_download_through_tfds"
+
+
+def pytest_run(env_changes: dict[str, str | None]) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in env_changes}
+    env.update({k: v for k, v in env_changes.items() if v is not None})
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", REAL_DATA_TEST],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_without_the_mirror_a_real_data_test_skips_outside_ci():
+    done = pytest_run({"CI": None, "MNIST_MIRROR": None})
+    assert done.returncode == 0 and "1 skipped" in done.stdout, done.stdout
+
+
+def test_under_ci_a_real_data_test_that_cannot_run_fails():
+    done = pytest_run({"CI": "true", "MNIST_MIRROR": None})
+    assert done.returncode == 1 and ("1 failed" in done.stdout or "1 error" in done.stdout), done.stdout
+    assert "CI=true and this test cannot run: needs the real MNIST files" in done.stdout
+
+
+def test_a_mirror_that_is_set_but_missing_is_an_error_in_tests():
+    done = pytest_run({"CI": None, "MNIST_MIRROR": "/nonexistent/mnist"})
+    assert done.returncode == 1 and "MNIST_MIRROR=/nonexistent/mnist: not a folder" in done.stdout, done.stdout
+
+
+def test_a_mirror_that_is_set_but_missing_stops_ci_at_once():
+    done = subprocess.run(["bash", str(ROOT / ".ci" / "run")], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "MNIST_MIRROR": "/nonexistent/mnist"}, timeout=60)
+    assert done.returncode == 1
+    assert "error: MNIST_MIRROR=/nonexistent/mnist: not a folder" in done.stderr
+    assert not (ROOT / ".venv").exists() or "Successfully" not in done.stdout  # nothing was installed
+
+
+@pytest.mark.parametrize(("script", "name"), [("tests/container/run_podman.sh", "container check"),
+                                              ("tests/cluster/run_slurm.sh", "slurm check")])
+def test_heavy_checks_fail_when_their_setup_fails_and_skip_only_without_root(script, name):
+    done = subprocess.run(["bash", str(ROOT / script)], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "MNIST_MIRROR": "/nonexistent/mnist"})
+    output = done.stdout + done.stderr
+    if os.geteuid() != 0:  # a capability this machine lacks: the one case that skips
+        assert done.returncode == 0 and f"SKIP {name}: needs root" in output
+        return
+    assert done.returncode == 1 and f"FAIL {name}:" in output and "SKIP" not in output, output

@@ -1,0 +1,288 @@
+"""Trust at the edges: the inputs that used to crash or mislead, each now one line naming the file or
+key and the fix; parameters read exactly as DVC reads them; signals and kills leave nothing behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, run_stages, tiny_params_dict, without_root_powers, write_params, write_raw
+from mnist_jax_pipeline import paths
+from mnist_jax_pipeline.artefacts import storage
+from mnist_jax_pipeline.config import read_yaml
+
+BIN = Path(sys.executable).parent
+
+
+def cli(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`mnist-pipeline ARGS` in a fresh interpreter (stderr is what a user sees)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "MNIST_PIPELINE_LOCK": str(cwd / ".lock")}
+    return subprocess.run([str(BIN / "mnist-pipeline"), *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def one_line(done: subprocess.CompletedProcess) -> str:
+    """The single `error:` line of a failed command, with no traceback."""
+    assert done.returncode == 1, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert "Traceback" not in done.stderr and len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+    return lines[0]
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    write_params(tmp_path / "params.yaml", tiny_params_dict())
+    return tmp_path
+
+
+# --- parameters --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("section", "key", "text", "expected"), [
+    ("train", "epochs", "1.0", "train.epochs: 1.0 is not an integer; write it without a decimal point"),
+    ("preprocess", "max_train_examples", "300.0", "preprocess.max_train_examples: 300.0 is not an integer"),
+    ("preprocess", "validation_fraction", ".nan", "preprocess.validation_fraction: NaN is not a finite number"),
+    ("model", "seed", "99999999999999999999", "model.seed: 99999999999999999999 is more than the maximum of"
+                                              " 4294967295"),
+    ("train", "shuffle_seed", "4294967296", "train.shuffle_seed: 4294967296 is more than the maximum"),
+    ("train", "step_size", ".inf", "train.step_size: Infinity is not a finite number"),
+    ("train", "shuffle", "yes", 'train.shuffle: "yes" is not a boolean; write true or false'),
+    ("train", "batch_size", "true", "train.batch_size: true is not an integer"),
+])
+def test_values_that_used_to_crash_a_later_stage_are_refused_by_check(project, section, key, text, expected):
+    write_params(project / "params.yaml", tiny_params_dict(**{section: {key: "__VALUE__"}}))
+    path = project / "params.yaml"
+    path.write_text(path.read_text().replace("__VALUE__", text))
+    assert one_line(cli(project, "check")).startswith(f"error: params.yaml: {expected}")
+
+
+def test_an_empty_training_split_is_refused_before_any_stage(project):
+    write_params(project / "params.yaml", tiny_params_dict(
+        preprocess={"max_train_examples": 10, "validation_fraction": 0.99}))
+    line = one_line(cli(project, "check"))
+    assert line.startswith("error: params.yaml: preprocess.validation_fraction: no training example is left")
+
+
+def test_an_empty_split_of_smaller_data_stops_preprocess_with_one_line(project):
+    """check knows the dataset's size; the data on disk may be smaller (a test set-up, a damaged export)."""
+    write_raw(project / "data" / "raw", train=20, test=10)
+    write_params(project / "params.yaml", tiny_params_dict(preprocess={"max_train_examples": 0,
+                                                                        "validation_fraction": 0.99}))
+    line = one_line(cli(project, "preprocess"))
+    assert "leave none after the validation split; lower preprocess.validation_fraction" in line
+    assert not (project / paths.PROCESSED.path).exists()
+
+
+YAML_12 = ["1e-3", "1E-3", "1.0e-3", ".5", "1_000", "0x10", "0o17", "017", "+1", "yes", "on", "~", ".nan", ".inf",
+           "-.inf", "1e400", "99999999999999999999", "'1e-3'", "2026-01-01", "[1, 2]"]
+
+
+@pytest.mark.parametrize("text", YAML_12)
+def test_params_are_read_exactly_as_dvc_reads_them(tmp_path, text):
+    from dvc.utils.serialize import parse_yaml
+
+    path = tmp_path / "params.yaml"
+    path.write_text(f"value: {text}\n")
+    ours, theirs = read_yaml(path)["value"], parse_yaml(path.read_text(), str(path))["value"]
+    assert type(ours) is type(theirs)
+    assert ours == theirs or (ours != ours and theirs != theirs)  # NaN
+
+
+def test_a_common_float_notation_is_a_number_for_both(project):
+    text = (project / "params.yaml").read_text().replace("step_size: 0.01", "step_size: 1e-3")
+    (project / "params.yaml").write_text(text)
+    done = cli(project, "check")
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_latin1_byte_in_a_comment_is_one_line(project):
+    path = project / "params.yaml"
+    path.write_bytes(path.read_bytes() + "# caf\u00e9\n".encode("latin-1"))
+    line = one_line(cli(project, "check"))
+    assert line.startswith("error: params.yaml: byte 0xe9 on line") and line.endswith("save the file as UTF-8")
+
+
+def test_params_naming_a_folder_is_one_line(project):
+    (project / "folder").mkdir()
+    assert one_line(cli(project, "--params", "folder", "check")) == (
+        "error: folder: is a folder, not a file; run from the project root or pass --params")
+
+
+def test_snakemake_refuses_bad_params_before_scheduling_any_job(project):
+    for name in ("Snakefile", "workflow", "src"):
+        (project / name).symlink_to(ROOT / name)
+    write_params(project / "params.yaml", tiny_params_dict(train={"epochs": 1.5}))
+    done = subprocess.run([str(BIN / "snakemake"), "-n", "--cores", "1"], cwd=project, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, timeout=120)
+    assert done.returncode != 0
+    output = done.stdout + done.stderr
+    assert "error: params.yaml: train.epochs: 1.5 is not an integer" in output
+    assert "Job stats" not in output and "Traceback" not in output
+
+
+# --- files the pipeline reads and writes ----------------------------------------------------------------
+
+
+def test_an_unreadable_mirror_file_is_one_line(project):
+    from mnist_jax_pipeline.data.datasets import PINNED
+
+    mirror = project / "mirror"
+    mirror.mkdir()
+    for pinned in PINNED["mnist"]:
+        (mirror / pinned.name).write_bytes(b"x")
+    (mirror / PINNED["mnist"][0].name).chmod(0)
+    done = subprocess.run([*without_root_powers(), str(BIN / "mnist-pipeline"), "download"], cwd=project,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "MNIST_MIRROR": str(mirror),
+                               "MNIST_PIPELINE_LOCK": str(project / ".lock")},
+                          capture_output=True, text=True, timeout=120)
+    line = one_line(done)
+    assert line == (f"error: {mirror / PINNED['mnist'][0].name}: cannot read (Permission denied); make it"
+                    " readable, or point MNIST_MIRROR at a readable copy")
+
+
+def test_a_mirror_setting_that_points_nowhere_is_one_line(project):
+    done = subprocess.run([str(BIN / "mnist-pipeline"), "download"], cwd=project, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "MNIST_MIRROR": str(project / "nope")})
+    assert one_line(done).startswith(f"error: MNIST_MIRROR={project / 'nope'}: not a folder")
+
+
+def test_a_read_only_checkout_is_one_line_naming_the_lock(project):
+    write_raw(project / "data" / "raw")
+    run_stages(project, ["preprocess"])
+    project.chmod(0o555)
+    try:
+        env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+        env.pop("MNIST_PIPELINE_LOCK", None)
+        done = subprocess.run([*without_root_powers(), str(BIN / "mnist-pipeline"), "train", "--variant", "jit"],
+                              cwd=project, env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        project.chmod(0o755)
+    assert one_line(done) == ("error: .pipeline-exclusive.lock: cannot open the lock file of 'train@jit' (Permission"
+                              " denied); make the folder writable or set MNIST_PIPELINE_LOCK to a writable file")
+
+
+@pytest.mark.parametrize(("content", "expected"), [
+    (json.dumps({"dataset": "mnist", "splits": []}), "manifest.json: 'tfds_version': field required"),
+    ("[1, 2]", "manifest.json: input should be an object"),
+    ("{", "manifest.json: corrupt JSON"),
+])
+def test_a_manifest_of_the_wrong_shape_names_the_download_stage(project, content, expected):
+    write_raw(project / "data" / "raw")
+    (project / paths.RAW.path / "manifest.json").write_text(content)
+    line = one_line(cli(project, "preprocess"))
+    assert expected in line and line.endswith("re-run the 'download' stage")
+
+
+# --- signals and kills ----------------------------------------------------------------------------------
+
+
+def _start_profile(project: Path) -> subprocess.Popen:
+    """The profile stage on tiny data, started; returns once its temporary folder exists."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "MNIST_PIPELINE_LOCK": str(project / ".lock")}
+    proc = subprocess.Popen([str(BIN / "mnist-pipeline"), "profile"], cwd=project, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list((project / "reports").glob(f"{storage.TMP_PREFIX}profile.*")):
+        assert proc.poll() is None, proc.communicate()[1]
+        assert time.monotonic() < deadline, "the profile stage never started writing"
+        time.sleep(0.02)
+    return proc
+
+
+@pytest.fixture
+def trained(project: Path) -> Path:
+    write_raw(project / "data" / "raw")
+    run_stages(project, ["preprocess"], ["train", "--variant", "jit"])
+    return project
+
+
+def _debris(project: Path) -> list[str]:
+    return sorted(str(p.relative_to(project)) for p in project.rglob(f"{storage.TMP_PREFIX}*"))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_stop_signal_removes_the_temporary_output_and_exits_128_plus_n(trained, sig):
+    proc = _start_profile(trained)
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + sig, stderr
+    assert f"error: stopped by {signal.Signals(sig).name}" in stderr and "Traceback" not in stderr
+    assert _debris(trained) == [] and not (trained / paths.PROFILE.path).exists()
+
+
+def test_what_a_sigkill_leaves_is_swept_by_the_next_run(trained):
+    proc = _start_profile(trained)
+    proc.kill()
+    proc.wait(timeout=60)
+    assert _debris(trained), "SIGKILL leaves the temporary folder (nothing can run on SIGKILL)"
+    done = cli(trained, "profile")
+    assert done.returncode == 0, done.stderr
+    assert _debris(trained) == [] and (trained / paths.PROFILE.path / "summary.json").is_file()
+
+
+KILL_BETWEEN_RENAMES = """
+import os, signal, sys
+from pathlib import Path
+from mnist_jax_pipeline.artefacts import storage
+target, exchange = Path(sys.argv[1]), sys.argv[2] == "exchange"
+if not exchange:
+    storage._exchange = lambda a, b: False
+real_replace, real_rmtree, calls = os.replace, storage.shutil.rmtree, []
+def replace(src, dst):
+    calls.append((src, dst))
+    if len(calls) == 2:  # the earlier output is set aside; the new one is not yet in place
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real_replace(src, dst)
+def rmtree(path, *args, **kwargs):  # after the atomic swap, before the earlier output is removed
+    os.kill(os.getpid(), signal.SIGKILL)
+storage.os.replace = replace
+storage.shutil.rmtree = rmtree
+with storage.atomic_dir(target) as tmp:
+    (tmp / "version").write_text("new")
+"""
+
+
+@pytest.mark.parametrize("mode", ["two renames", "exchange"])
+def test_a_kill_between_the_renames_never_loses_the_earlier_output(tmp_path, mode):
+    target = tmp_path / "out"
+    with storage.atomic_dir(target) as tmp:
+        (tmp / "version").write_text("earlier")
+    done = subprocess.run([sys.executable, "-c", KILL_BETWEEN_RENAMES, str(target), mode.split()[0]],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    if mode == "exchange":  # swapped in one step: the new output is whole, the earlier one waits to be swept
+        assert (target / "version").read_text() == "new"
+    else:
+        assert not target.exists()
+        (old,) = tmp_path.glob(f"{storage.TMP_PREFIX}out.*.old")
+        assert (old / "version").read_text() == "earlier"
+    storage.sweep(target)  # what the next run of the stage does first
+    assert (target / "version").read_text() == ("new" if mode == "exchange" else "earlier")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+@pytest.mark.real_data
+@pytest.mark.slow
+def test_sigterm_during_download_leaves_nothing(tmp_path, mirror):
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "MNIST_MIRROR": str(mirror),
+           "MNIST_PIPELINE_LOCK": str(tmp_path / ".lock")}
+    write_params(tmp_path / "params.yaml", tiny_params_dict())
+    proc = subprocess.Popen([str(BIN / "mnist-pipeline"), "download"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list((tmp_path / "data").glob(f"{storage.TMP_PREFIX}raw.*/idx/*.gz")):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1]
+        time.sleep(0.05)
+    time.sleep(1.0)  # inside TFDS's preparation
+    proc.terminate()
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, stderr[-2000:]
+    assert _debris(tmp_path) == [] and not (tmp_path / paths.RAW.path).exists()

@@ -30,7 +30,10 @@ from mnist_jax_pipeline import loops, variants
 from mnist_jax_pipeline.artefacts.storage import write_json
 from mnist_jax_pipeline.config import NUM_CLASSES, Params, read_yaml, validate
 from mnist_jax_pipeline.data.datasets import SPLIT_FILES
+from mnist_jax_pipeline.data.download import mirror_from_env
 from mnist_jax_pipeline.data.idx import read_pair
+from mnist_jax_pipeline.loops.base import batch_bounds
+from mnist_jax_pipeline.progress import EpochProgress
 from mnist_jax_pipeline.runtime import device_info
 from mnist_jax_pipeline.train import Dataset, initial_state, loop_inputs, run_epochs
 
@@ -65,7 +68,7 @@ def gemm_gflops(size: int = 2048, repeats: int = 10) -> float:
 
 def load_data(synthetic: bool, examples: int | None) -> tuple[Dataset, str]:
     """Real MNIST from MNIST_MIRROR (raw 0..255 floats, as the tutorial), else synthetic."""
-    mirror = os.environ.get("MNIST_MIRROR")
+    mirror = mirror_from_env()
     if not synthetic and mirror:
         images, labels = read_pair(*(Path(mirror) / name for name in SPLIT_FILES["train"]))
         source = f"MNIST train split from {mirror}"
@@ -91,10 +94,20 @@ def bench_params(batch_size: int, epochs: int) -> Params:
     return validate(raw)
 
 
-def bench_variant(variant: str, data: Dataset, params: Params) -> dict[str, Any]:
+def bench_variant(variant: str, data: Dataset, params: Params, bar: bool = False) -> dict[str, Any]:
+    """Compile and epoch times of one variant; with `bar`, the training progress bar runs as on a terminal
+    (drawn to /dev/null), so its cost shows side by side."""
     inputs = loop_inputs(params, data.train_images, data.train_labels)
     loop = loops.build(variants.get(variant), inputs)
-    run = run_epochs(loop, initial_state(params, inputs), params.train.epochs)
+    steps = len(batch_bounds(len(data.train_labels), params.train.batch_size))
+    with open(os.devnull, "w") as sink:
+        progress = EpochProgress(variant, params.train.epochs, steps, lambda: loop.steps_done, sink, bar=bar)
+        try:
+            run = run_epochs(loop, initial_state(params, inputs), params.train.epochs,
+                             lambda epoch, seconds, _: progress.epoch_finished(epoch, seconds, 0.0, 0.0, 0.0),
+                             progress.epoch_started)
+        finally:
+            progress.close()
     steady = run.epoch_seconds[1:] or run.epoch_seconds
     return {"compile_seconds": run.compile_seconds, "first_epoch_seconds": run.epoch_seconds[0],
             "epoch_seconds": statistics.median(steady), "all_epoch_seconds": run.epoch_seconds}
@@ -109,6 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--examples", type=int, default=None, help="use only this many training examples")
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--output", type=Path, help="also write the JSON to this file")
+    parser.add_argument("--progress", choices=("off", "on", "both"), default="off",
+                        help="the terminal progress bar during the timed epochs; 'both' times each variant without"
+                             " and with it, side by side")
     args = parser.parse_args(argv)
 
     params = bench_params(args.batch_size, args.epochs)
@@ -116,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     data, source = load_data(args.synthetic, args.examples)
     chosen = [v for v in args.variants.split(",") if v]
     peak = gemm_gflops()
-    results = {v: bench_variant(v, data, params) for v in chosen}
+    results = {v: bench_variant(v, data, params, bar=args.progress == "on") for v in chosen}
+    with_bar = {v: bench_variant(v, data, params, bar=True) for v in chosen} if args.progress == "both" else {}
     gflop = epoch_gflop(layer_sizes, len(data.train_labels))
     report: dict[str, Any] = {
         "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -129,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         "compile_seconds": {v: None if r["compile_seconds"] is None else round(r["compile_seconds"], 6)
                             for v, r in results.items()},
         "all_epoch_seconds": {v: [round(s, 4) for s in r["all_epoch_seconds"]] for v, r in results.items()},
+        "progress_bar": args.progress,
         "gemm_gflops": round(peak, 2),
         "epoch_gflop": round(gflop, 3),
         "roofline_seconds": round(gflop / peak, 6),
@@ -138,6 +156,10 @@ def main(argv: list[str] | None = None) -> int:
         if "jit" in results:
             report["speedup_vs_step_loop"] = round(
                 results["jit"]["epoch_seconds"] / results["jit_scan"]["epoch_seconds"], 3)
+    if with_bar:
+        report["epoch_seconds_with_bar"] = {v: round(r["epoch_seconds"], 6) for v, r in with_bar.items()}
+        report["bar_over_no_bar"] = {v: round(with_bar[v]["epoch_seconds"] / results[v]["epoch_seconds"], 4)
+                                     for v in chosen}
     info = device_info()
     report.update({"device": info["device_kind"], "devices": info["devices"], "backend": info["backend"],
                    "versions": {"jax": info["jax_version"], "jaxlib": info["jaxlib_version"],
@@ -156,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     for v, r in results.items():
         compile_s = "-" if r["compile_seconds"] is None else f"{r['compile_seconds']:.3f}"
         print(f"{v:<10}{compile_s:>11}{r['first_epoch_seconds']:>15.3f}{r['epoch_seconds']:>18.3f}")
+    for v, ratio_ in report.get("bar_over_no_bar", {}).items():
+        print(f"{v}: median epoch with the progress bar / without: {ratio_:.4f}"
+              f" ({report['epoch_seconds_with_bar'][v]:.3f} s / {report['epoch_seconds'][v]:.3f} s)")
     for key in ("roofline_ratio", "speedup_vs_step_loop"):
         if key in report:
             print(f"{key}: {report[key]}")

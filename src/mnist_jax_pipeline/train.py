@@ -29,11 +29,13 @@ from .config import NUM_CLASSES, Params, load
 from .errors import PipelineError
 from .loops.base import LoopInputs, TrainState, batch_bounds, make_optimizer, make_update
 from .model import init_params, loss_and_accuracy, one_hot
+from .progress import EpochProgress
 from .runtime import device_info, exclusive, peak_rss_bytes
 
 log = logging.getLogger(__name__)
 
 AfterEpoch = Callable[[int, float, TrainState], None]
+BeforeEpoch = Callable[[int], None]
 
 
 @dataclass(frozen=True)
@@ -75,12 +77,15 @@ def initial_state(params: Params, inputs: LoopInputs) -> TrainState:
     return TrainState(weights, make_optimizer(params.train, steps_per_epoch).init(weights))
 
 
-def run_epochs(loop: loops.TrainingLoop, state: TrainState, epochs: int, after_epoch: AfterEpoch | None = None) -> Run:
-    """Compile (timed apart), then run and time `epochs` epochs; `after_epoch` runs untimed."""
+def run_epochs(loop: loops.TrainingLoop, state: TrainState, epochs: int, after_epoch: AfterEpoch | None = None,
+               before_epoch: BeforeEpoch | None = None) -> Run:
+    """Compile (timed apart), then run and time `epochs` epochs; `before_epoch` and `after_epoch` run untimed."""
     state = jax.block_until_ready(loop.place(state))
     compile_seconds = loop.compile(state)
     epoch_seconds = []
     for epoch in range(1, epochs + 1):
+        if before_epoch is not None:
+            before_epoch(epoch)
         jax.block_until_ready(state)
         start = time.perf_counter()
         state = jax.block_until_ready(loop.run_epoch(state, epoch))
@@ -98,6 +103,9 @@ def train(params: Params, variant_name: str, data: Dataset) -> tuple[Run, list[E
         raise PipelineError(f"{paths.PROCESSED.path}: images have {data.train_images.shape[1]} pixels but"
                             f" model.layer_sizes starts at {params.model.layer_sizes[0]}; re-run 'preprocess'")
     inputs = loop_inputs(params, data.train_images, data.train_labels)
+    loop = loops.build(variant, inputs)
+    steps = len(batch_bounds(len(data.train_labels), params.train.batch_size))
+    bar = EpochProgress(f"train@{variant.name}", params.train.epochs, steps, lambda: loop.steps_done)
     history: list[EpochRecord] = []
 
     def after_epoch(epoch: int, seconds: float, state: TrainState) -> None:
@@ -109,10 +117,12 @@ def train(params: Params, variant_name: str, data: Dataset) -> tuple[Run, list[E
                 f" (now {params.train.step_size}) in params.yaml. No model was written")
         history.append(EpochRecord(epoch=epoch, epoch_seconds=round(seconds, 6), train_loss=train_loss,
                                    train_accuracy=train_acc, test_accuracy=test_acc))
-        log.info("train@%s epoch %d/%d  %.3f s  loss %.6f  train %.2f%%  test %.2f%%", variant.name, epoch,
-                 params.train.epochs, seconds, train_loss, 100 * train_acc, 100 * test_acc)
+        bar.epoch_finished(epoch, seconds, train_loss, train_acc, test_acc)
 
-    run = run_epochs(loops.build(variant, inputs), initial_state(params, inputs), params.train.epochs, after_epoch)
+    try:
+        run = run_epochs(loop, initial_state(params, inputs), params.train.epochs, after_epoch, bar.epoch_started)
+    finally:
+        bar.close()
     return run, history
 
 

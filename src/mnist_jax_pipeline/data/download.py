@@ -56,10 +56,19 @@ def verify_file(path: Path, pinned: PinnedFile) -> None:
         )
 
 
+def mirror_from_env(setting: str | None = None) -> Path | None:
+    """The mirror folder MNIST_MIRROR names (or `setting`), None when unset; set but not a folder is an error."""
+    value = setting if setting is not None else os.environ.get(MIRROR_ENV)
+    if not value:
+        return None
+    mirror = Path(value).expanduser().resolve()
+    if not mirror.is_dir():
+        raise PipelineError(f"{MIRROR_ENV}={value}: not a folder; point it at a folder holding the four .gz files")
+    return mirror
+
+
 def verify_mirror(mirror: Path, dataset: str) -> None:
     """Verify every pinned file of `dataset` in the mirror folder before anything is written."""
-    if not mirror.is_dir():
-        raise PipelineError(f"{MIRROR_ENV}={mirror}: not a folder; point it at a folder holding the four .gz files")
     for pinned in PINNED[dataset]:
         verify_file(mirror / pinned.name, pinned)
 
@@ -162,8 +171,7 @@ def download(params: Params, out_dir: str | Path = paths.RAW.path, mirror: str |
 
     dataset = params.data.dataset
     pinned = PINNED[dataset]
-    mirror = mirror if mirror is not None else os.environ.get(MIRROR_ENV) or None
-    mirror_dir = Path(mirror).expanduser().resolve() if mirror else None
+    mirror_dir = mirror_from_env(mirror)
     if mirror_dir is not None:
         verify_mirror(mirror_dir, dataset)
         log.info("using the mirror %s (checksums verified)", mirror_dir)

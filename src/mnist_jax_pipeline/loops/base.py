@@ -43,6 +43,8 @@ class LoopInputs:
 class TrainingLoop(Protocol):
     """A variant's way of running the epochs."""
 
+    steps_done: int  # steps the host has run so far (progress.py reads it; nothing waits for it)
+
     def place(self, state: TrainState) -> TrainState:
         """Put the state where the loop runs it (replicated over the devices, where there are several)."""
         ...

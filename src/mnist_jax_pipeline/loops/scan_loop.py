@@ -25,6 +25,8 @@ from .base import LoopInputs, TrainState, epoch_permutation, xla_analysis
 class ScanLoop:
     """One compiled, donated `lax.scan` per epoch over device-resident data."""
 
+    steps_done = 0  # an epoch is one call: its steps show when the epoch has been awaited
+
     def __init__(self, inputs: LoopInputs, devices: list[jax.Device] | None = None):
         self.inputs = inputs
         self.devices = devices or jax.local_devices()

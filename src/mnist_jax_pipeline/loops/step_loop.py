@@ -24,6 +24,7 @@ class StepLoop:
         self.jit = jit
         self.bounds = batch_bounds(len(inputs.images), inputs.config.batch_size)
         self.executables: dict[int, Any] = {}  # batch size -> compiled step
+        self.steps_done = 0
 
     def place(self, state: TrainState) -> TrainState:
         return state
@@ -52,6 +53,7 @@ class StepLoop:
             else:
                 x, y = images[order[start:stop]], targets[order[start:stop]]
             state = self._step(stop - start)(state, x, y)
+            self.steps_done += 1
         return state
 
     def analysis(self) -> XlaAnalysis | None:

@@ -1,0 +1,93 @@
+"""Progress of the training epochs: a tqdm bar on a terminal, one plain line per epoch elsewhere.
+
+The timed loop only counts its steps (`TrainingLoop.steps_done`, an integer); a background thread
+moves the bar from that count a few times per second, and the epoch's loss and speed are added
+after the epoch's clock has stopped. So the bar adds nothing measurable to a timed epoch
+(benchmarks/bench_train.py --progress shows it side by side).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+from collections.abc import Callable
+from typing import IO
+
+from tqdm import tqdm
+
+log = logging.getLogger(__name__)
+
+REFRESH_SECONDS = 0.25  # at most four updates a second
+# tqdm's own rate would count the untimed evaluation after the epoch; the postfix gives the timed one
+BAR_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]"
+ENV = "MNIST_PIPELINE_PROGRESS"  # 0: never a bar, 1: always (else: a bar on a terminal only)
+
+
+def wanted(stream: IO[str] = sys.stderr) -> bool:
+    """A bar on a terminal, unless MNIST_PIPELINE_PROGRESS says otherwise."""
+    setting = os.environ.get(ENV, "")
+    if setting in ("0", "1"):
+        return setting == "1"
+    try:
+        return os.isatty(stream.fileno())
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+class EpochProgress:
+    """One bar per epoch over its steps; `steps` is read from the loop's counter, never pushed by it."""
+
+    def __init__(self, label: str, epochs: int, steps_per_epoch: int, steps: Callable[[], int],
+                 stream: IO[str] | None = None, bar: bool | None = None):
+        self.label, self.epochs, self.total, self.steps = label, epochs, steps_per_epoch, steps
+        self.stream = stream or sys.stderr
+        self.bar_on = wanted(self.stream) if bar is None else bar
+        self.bar: tqdm | None = None
+        self._first_step = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def epoch_started(self, epoch: int) -> None:
+        """Before the epoch's clock starts: open its bar and the thread that moves it."""
+        if not self.bar_on:
+            return
+        self._first_step = self.steps()
+        self.bar = tqdm(total=self.total, desc=f"{self.label} epoch {epoch}/{self.epochs}", unit="step",
+                        file=self.stream, leave=True, dynamic_ncols=True, mininterval=REFRESH_SECONDS,
+                        bar_format=BAR_FORMAT)
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._follow, daemon=True)
+        self._thread.start()
+
+    def _follow(self) -> None:
+        while not self._stop.wait(REFRESH_SECONDS):
+            bar = self.bar
+            if bar is not None:
+                bar.n = min(self.steps() - self._first_step, self.total)
+                bar.refresh()
+
+    def epoch_finished(self, epoch: int, seconds: float, loss: float, train_acc: float, test_acc: float) -> None:
+        """After the epoch's clock stopped: the epoch's figures on the bar, or as one log line."""
+        summary = (f"{seconds:.3f} s  loss {loss:.6f}  train {100 * train_acc:.2f}%  test {100 * test_acc:.2f}%")
+        if self.bar is None:
+            log.info("%s epoch %d/%d  %s", self.label, epoch, self.epochs, summary)
+            return
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.bar.n = self.total
+        self.bar.set_postfix_str(f"{seconds:.3f} s, {self.total / seconds:,.0f} steps/s, loss {loss:.4f},"
+                                 f" test {100 * test_acc:.2f}%", refresh=False)
+        self.bar.close()
+        self.bar = None
+
+    def close(self) -> None:
+        """Stop the thread and the bar (after an error, too)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None

@@ -1,0 +1,57 @@
+"""Training progress: a bar on a terminal that the timed loop never waits for; plain lines elsewhere."""
+
+from __future__ import annotations
+
+import io
+import logging
+import time
+
+import pytest
+
+from mnist_jax_pipeline import progress
+from mnist_jax_pipeline.progress import EpochProgress
+
+
+class Counter:
+    def __init__(self):
+        self.steps_done = 0
+
+
+def test_off_a_terminal_each_epoch_is_one_plain_line(caplog):
+    stream = io.StringIO()  # no terminal behind it
+    counter = Counter()
+    bar = EpochProgress("train@jit", 2, 10, lambda: counter.steps_done, stream)
+    assert not bar.bar_on
+    with caplog.at_level(logging.INFO, logger="mnist_jax_pipeline.progress"):
+        for epoch in (1, 2):
+            bar.epoch_started(epoch)
+            counter.steps_done += 10
+            bar.epoch_finished(epoch, 0.5, 0.25, 0.9, 0.8)
+    assert stream.getvalue() == ""
+    assert [r.getMessage() for r in caplog.records] == [
+        f"train@jit epoch {e}/2  0.500 s  loss 0.250000  train 90.00%  test 80.00%" for e in (1, 2)]
+
+
+def test_the_bar_follows_the_loops_counter_a_few_times_a_second():
+    stream = io.StringIO()
+    counter = Counter()
+    bar = EpochProgress("train@nojit", 1, 100, lambda: counter.steps_done, stream, bar=True)
+    bar.epoch_started(1)
+    start = time.perf_counter()
+    while time.perf_counter() - start < 1.2:  # a 1.2 s epoch whose loop only counts its steps
+        counter.steps_done = min(100, int(100 * (time.perf_counter() - start) / 1.2))
+        time.sleep(0.001)
+    draws_during_epoch = stream.getvalue().count("\r")
+    bar.epoch_finished(1, 1.2, 0.125, 0.95, 0.94)
+    text = stream.getvalue()
+    assert draws_during_epoch <= 1 + 1.2 / progress.REFRESH_SECONDS + 1  # opening draw + timed refreshes
+    assert any(f"{n}/100" in text for n in range(1, 100)), "the bar moved during the epoch"
+    last = text.rstrip().split("\r")[-1]
+    assert "train@nojit epoch 1/1" in last and "100/100" in last
+    assert "1.200 s, 83 steps/s, loss 0.1250, test 94.00%" in last
+
+
+@pytest.mark.parametrize(("setting", "expected"), [("1", True), ("0", False), ("", False)])
+def test_the_setting_forces_or_refuses_the_bar(monkeypatch, setting, expected):
+    monkeypatch.setenv(progress.ENV, setting)
+    assert progress.wanted(io.StringIO()) is expected

@@ -25,7 +25,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from .. import paths
+from .. import paths, progress
 from ..artefacts import storage
 from ..artefacts.dataset import Manifest, SourceFile, SplitCount
 from ..config import Params, load
@@ -109,7 +109,7 @@ def _prepare_with_tfds(dataset: str, data_dir: Path, manual_dir: Path | None) ->
     from tensorflow_datasets.core.download import downloader
 
     downloader.MAX_RETRIES = TFDS_MAX_RETRIES
-    if not os.isatty(2):
+    if not progress.wanted():  # TFDS's own bars on a terminal, as the training bars
         tfds.disable_progress_bar()
     builder = tfds.builder(dataset, data_dir=str(data_dir))
     config = tfds.download.DownloadConfig(

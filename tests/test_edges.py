@@ -153,19 +153,29 @@ def test_a_mirror_setting_that_points_nowhere_is_one_line(project):
     assert one_line(done).startswith(f"error: MNIST_MIRROR={project / 'nope'}: not a folder")
 
 
-def test_a_read_only_checkout_is_one_line_naming_the_lock(project):
+def test_a_read_only_checkout_is_one_line(project):
     write_raw(project / "data" / "raw")
     run_stages(project, ["preprocess"])
     project.chmod(0o555)
     try:
-        env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-        env.pop("MNIST_PIPELINE_LOCK", None)
         done = subprocess.run([*without_root_powers(), str(BIN / "mnist-pipeline"), "train", "--variant", "jit"],
-                              cwd=project, env=env, capture_output=True, text=True, timeout=300)
+                              cwd=project, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+                              capture_output=True, text=True, timeout=300)
     finally:
         project.chmod(0o755)
-    assert one_line(done) == ("error: .pipeline-exclusive.lock: cannot open the lock file of 'train@jit' (Permission"
-                              " denied); make the folder writable or set MNIST_PIPELINE_LOCK to a writable file")
+    assert one_line(done) == "error: models: cannot create folder (Permission denied); check its permissions"
+    assert "epoch 1" not in done.stderr  # refused before training, not after it
+
+
+def test_a_lock_file_that_cannot_be_opened_is_one_line(project):
+    write_raw(project / "data" / "raw")
+    run_stages(project, ["preprocess"])
+    done = subprocess.run([str(BIN / "mnist-pipeline"), "train", "--variant", "jit"], cwd=project,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "MNIST_PIPELINE_LOCK": "/proc/no.lock"},
+                          capture_output=True, text=True, timeout=300)
+    line = one_line(done)
+    assert line.startswith("error: /proc/no.lock: cannot open the lock file of 'train@jit' (")
+    assert line.endswith("make the folder writable or set MNIST_PIPELINE_LOCK to a writable file")
 
 
 @pytest.mark.parametrize(("content", "expected"), [

@@ -6,6 +6,7 @@ import contextlib
 import fcntl
 import os
 import platform
+import tempfile
 import time
 from collections.abc import Iterator
 from importlib import metadata
@@ -14,8 +15,10 @@ from typing import Any
 
 from .errors import PipelineError
 
-LOCK_ENV = "MNIST_PIPELINE_LOCK"
-DEFAULT_LOCK = Path(".pipeline-exclusive.lock")
+LOCK_ENV = "MNIST_PIPELINE_LOCK"  # a lock file's path, or `off` (jobs share the machine: ran_alone is false)
+# One lock per machine and user: checkouts, DVC's queued experiments (each in a folder of its
+# own) and containers sharing /tmp all time their heavy stages alone.
+DEFAULT_LOCK = Path(tempfile.gettempdir()) / f"mnist-jax-pipeline-{os.getuid()}.lock"
 
 
 def package_version(name: str) -> str | None:
@@ -56,9 +59,15 @@ def exclusive(name: str) -> Iterator[dict[str, Any]]:
     """Hold the pipeline's exclusive lock so no other heavy stage shares the machine.
 
     Both orchestrators may start jobs in parallel; every heavy stage takes this lock, so
-    timed work always runs alone. Yields a record of the wait, for the run's information.
+    timed work always runs alone (unless MNIST_PIPELINE_LOCK=off, as sweeps run their points side
+    by side). Yields a record of the wait, for the run's information.
     """
-    path = Path(os.environ.get(LOCK_ENV, DEFAULT_LOCK))
+    setting = os.environ.get(LOCK_ENV) or str(DEFAULT_LOCK)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    if setting == "off":
+        yield {"ran_alone": False, "lock_wait_seconds": 0.0, "loadavg_1m_at_start": load}
+        return
+    path = Path(setting)
     started = time.perf_counter()
     try:
         handle = open(path, "a+")  # noqa: SIM115 (held until the stage ends)

@@ -145,6 +145,8 @@ def summarize(run: Run, history: list[EpochRecord], examples: int, batch_size: i
 def main(args: argparse.Namespace) -> None:
     """`mnist-pipeline train --variant V`: train, then write the model, metrics, run info and history."""
     params, variant, root = load(args.params), args.variant, args.root
+    outputs = [a.at(variant, root) for a in (paths.MODEL, paths.TRAIN_METRICS, paths.TRAIN_RUN, paths.TRAIN_HISTORY)]
+    storage.check_writable(*outputs)
     data = load_dataset(args.processed)
     with exclusive(f"train@{variant}") as lock:
         run, history = train(params, variant, data)

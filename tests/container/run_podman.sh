@@ -23,8 +23,8 @@
 #   CONTAINER_SOURCE          worktree (default: HEAD + uncommitted changes) or head (HEAD only)
 #   CONTAINER_RUN_PIPELINE    0 to stop after the image checks
 #   MNIST_PIPELINE_LOCK       host lock held while the containerised pipeline runs, so the host's
-#                             timed stages never share the machine with it (default
-#                             <checkout>/.pipeline-exclusive.lock)
+#                             timed stages never share the machine with it (default: the
+#                             pipeline's own default, ${TMPDIR:-/tmp}/mnist-jax-pipeline-<uid>.lock)
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -33,7 +33,7 @@ MIRROR="${MNIST_MIRROR:-/work/shared/data/mnist}"
 # cpu is always built (it runs the pipeline); the others are built and import-checked
 TARGETS="cpu $(printf '%s\n' ${CONTAINER_TARGETS:-} | { grep -vx cpu || true; } | tr '\n' ' ')"
 SOURCE="${CONTAINER_SOURCE:-worktree}"
-LOCK="${MNIST_PIPELINE_LOCK:-$REPO/.pipeline-exclusive.lock}"
+LOCK="${MNIST_PIPELINE_LOCK:-${TMPDIR:-/tmp}/mnist-jax-pipeline-$(id -u).lock}"
 IMAGE=localhost/mnist-jax-pipeline
 LOCAL_MINBASE=localhost/bookworm-minbase:debootstrap
 LOCAL_BASE=localhost/bookworm-python:3.11

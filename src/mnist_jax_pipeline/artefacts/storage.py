@@ -59,6 +59,19 @@ def _mkdir(path: Path) -> None:
         raise PipelineError(f"{path}: cannot create folder ({err.strerror}); check its permissions") from err
 
 
+def check_writable(*paths: str | Path) -> None:
+    """Fail at once, before a stage's work, where one of its outputs could not be written (a read-only
+    checkout, a full disk): each output's folder is created and a file is created and removed in it."""
+    for path in paths:
+        folder = Path(path).parent
+        _mkdir(folder)
+        try:
+            with tempfile.TemporaryFile(dir=folder, prefix=_temp_prefix(Path(path))):
+                pass
+        except OSError as err:
+            raise _write_error(Path(path), err) from err
+
+
 def _temp_prefix(path: Path) -> str:
     """`.tmp-<name>.<pid>.`: the writing process's id, so a later run knows an orphan when it sees one."""
     return f"{TMP_PREFIX}{path.name}.{os.getpid()}."

@@ -43,7 +43,7 @@ class Option:
 
 @dataclass(frozen=True)
 class Command:
-    module: str  # relative to this package; its `main(args)` runs the command
+    module: str  # relative to this package, with `:function` where not `main(args)` runs the command
     help: str
     options: tuple[Option, ...] = field(default_factory=tuple)
 
@@ -64,6 +64,15 @@ COMMANDS: dict[str, Command] = {
     "profile": Command("profile", "device-memory snapshots (pprof) of a trained model's steps",
                        (Option("--variant", "training variant", "jit", variants.names()), PROCESSED, ROOT)),
     "report": Command("report.render", "render reports/report.html and reports/summary.md"),
+    "sweep-point": Command("sweeps:write_point", "write a sweep point's params.yaml (Snakemake runs it)",
+                           (Option("--sweep", "the sweep's name (sweeps/NAME.yaml)"),
+                            Option("--point", "the point's name"))),
+    "sweep-queue": Command("sweeps:queue", "queue a sweep's points as DVC experiments",
+                           (Option("--file", "the sweep file, sweeps/NAME.yaml"),)),
+    "compare": Command("report.compare", "one page comparing a sweep's points or DVC's experiments",
+                       (Option("--sweep", "a sweep's name (sweeps/NAME.yaml)", ""),
+                        Option("--dvc", "DVC's experiments of this commit instead", switch=True),
+                        Option("--out", "the page, with --dvc", paths.EXPERIMENTS_HTML))),
     "generate": Command("stages", "write the files derived from the stage table (dvc.yaml, the params schema)",
                         (Option("--check", "only check that they are current", switch=True),)),
 }
@@ -115,8 +124,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     previous = {sig: signal.signal(sig, _stop) for sig in STOP_SIGNALS}
     try:
-        module = importlib.import_module(f"{__package__}.{COMMANDS[args.command].module}")
-        module.main(args)
+        module_name, _, function = COMMANDS[args.command].module.partition(":")
+        module = importlib.import_module(f"{__package__}.{module_name}")
+        getattr(module, function or "main")(args)
     except (PipelineError, OSError, UnicodeError) as err:
         discard_temps()
         atexit.register(discard_temps)  # again after worker threads are joined at exit

@@ -83,6 +83,11 @@ REPORT_FIGURES = Artefact("reports/figures", "report", files=tuple(f"{name}.png"
 ARTEFACTS = (RAW, PROCESSED, MODEL, TRAIN_METRICS, TRAIN_RUN, TRAIN_HISTORY, EVAL_METRICS, EVAL_DETAILS,
              CONFUSION, PROFILE, VARIANTS_HISTORY, REPORT_HTML, REPORT_MD, REPORT_FIGURES)
 
+POINT_PARAMS = "params.yaml"  # a sweep point's parameters, in its folder (sweeps.py)
+COMPARE_HTML = "compare.html"  # a sweep's comparison page and table, in its folder
+COMPARE_CSV = "results.csv"
+EXPERIMENTS_HTML = "reports/experiments.html"  # the comparison page of DVC's experiments
+
 # Tracked files that a run itself rewrites: the report's provenance does not count them as changes.
 PIPELINE_WRITES = ("dvc.lock",)
 

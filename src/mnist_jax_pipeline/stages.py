@@ -119,15 +119,21 @@ def closure(start: str, root: Path = CODE_ROOT) -> set[str]:
     return seen
 
 
-def code_files(stage: Stage, root: Path = CODE_ROOT) -> list[str]:
-    """The checkout's files a stage's command runs or reads: modules (closure of the CLI and of the
-    command's module) and the package data the stage declares."""
-    modules = closure(f"{PACKAGE}.cli", root) | closure(f"{PACKAGE}.{COMMANDS[stage.command].module}", root)
+def command_code(command: str, data: tuple[str, ...] = (), root: Path = CODE_ROOT) -> list[str]:
+    """The checkout's files a CLI command runs or reads: the modules (closure of the CLI and of the
+    command's module) and the package data named in `data`."""
+    entry = COMMANDS[command].module.partition(":")[0]
+    modules = closure(f"{PACKAGE}.cli", root) | closure(f"{PACKAGE}.{entry}", root)
     files = {module_file(m, root) for m in modules}
-    for item in stage.data:
+    for item in data:
         target = root / item
         files.update(p for p in target.rglob("*") if p.is_file()) if target.is_dir() else files.add(target)
     return sorted(str(p) for p in files if p is not None and "__pycache__" not in p.parts)
+
+
+def code_files(stage: Stage, root: Path = CODE_ROOT) -> list[str]:
+    """The checkout's files a stage's command runs or reads."""
+    return command_code(stage.command, stage.data, root)
 
 
 def _dvc_code(files: list[str], root: Path = CODE_ROOT) -> list[str]:
@@ -238,6 +244,17 @@ def snakemake_inputs(name: str, variant_names: tuple[str, ...]) -> list[str]:
     """Upstream files and code files of a stage (computed once per workflow parse)."""
     stage = get(name)
     files = [f for a in stage.inputs for f in _snakemake_paths(a, stage, variant_names)]
+    return files + code_files(stage)
+
+
+def point_inputs(name: str, point: str) -> list[str]:
+    """A stage's inputs for one sweep point: shared artefacts as they are, the point's own under `point`."""
+    stage = get(name)
+    shared = {"download", "preprocess"}
+    files = []
+    for artefact in stage.inputs:
+        for path in _snakemake_paths(artefact, stage, ()):
+            files.append(path if artefact.made_by in shared else f"{point}/{path}")
     return files + code_files(stage)
 
 

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mnist_jax_pipeline import paths, stages
+from mnist_jax_pipeline import paths, runtime, stages, sweeps, variants
 from mnist_jax_pipeline.config import load
 from mnist_jax_pipeline.errors import PipelineError
 
@@ -45,8 +45,9 @@ def stage_command(name):
 def dag_stages():
     """{DVC stage name: its output paths} for the jobs of this run's DAG (run or found up to date)."""
     found = {}
+    dvc_stages = {stage.name for stage in stages.STAGES}
     for job in workflow.dag.jobs:
-        if job.rule.name == "all":
+        if job.rule.name not in dvc_stages:  # `all`, and the sweep rules (DVC queues sweeps as experiments)
             continue
         variant = job.wildcards_dict.get("variant")
         found[f"{job.rule.name}@{variant}" if variant else job.rule.name] = [str(path) for path in job.output]

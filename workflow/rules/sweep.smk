@@ -1,0 +1,82 @@
+# Sweeps: sweeps/<name>.yaml -> each point trained and evaluated in sweeps/<name>/<point>/, the
+# points side by side within --cores, all sharing one download and one preprocess ->
+# sweeps/<name>/compare.html. `snakemake --cores N sweeps` runs every sweep file.
+try:
+    SWEEPS = sweeps.discover()
+except PipelineError as err:
+    sys.exit(f"error: {err}")
+POINT = "sweeps/{sweep}/{point}"
+POINT_ROOT = "sweeps/{wildcards.sweep}/{wildcards.point}"
+UNLOCKED = f"{runtime.LOCK_ENV}=off "  # points share the machine on purpose; their runs record it
+
+
+def point_params(wildcards):
+    sweep = SWEEPS[wildcards.sweep]
+    return sweep.params(sweep.point(wildcards.point))
+
+
+def sweep_files(wildcards):
+    """Every point's outputs that the comparison page reads."""
+    sweep = SWEEPS[wildcards.sweep]
+    outputs = stages.snakemake_outputs("train", (sweep.variant,))[0] + stages.snakemake_outputs("evaluate", (sweep.variant,))[0]
+    return [f"{sweep.folder(p)}/{path}".replace("{variant}", sweep.variant) for p in sweep.points for path in outputs]
+
+
+rule sweeps:
+    input:
+        [f"sweeps/{name}/{paths.COMPARE_HTML}" for name in SWEEPS],
+
+
+rule sweep_point:
+    output:
+        f"{POINT}/{paths.POINT_PARAMS}",
+    params:
+        values=point_params,
+    log:
+        "logs/sweeps/{sweep}/{point}/params.log",
+    shell:
+        "mnist-pipeline sweep-point --sweep {wildcards.sweep} --point {wildcards.point} 2>&1 | tee {log}"
+
+
+rule sweep_train:
+    input:
+        params=f"{POINT}/{paths.POINT_PARAMS}",
+        upstream=stage_inputs("train"),
+    output:
+        [f"{POINT}/{path}" for path in stages.snakemake_outputs("train", ())[0]],
+    log:
+        "logs/sweeps/{sweep}/{point}/train_{variant}.log",
+    wildcard_constraints:
+        variant="|".join(variants.names()),
+    shell:
+        UNLOCKED + "mnist-pipeline --params {input.params} train --variant {wildcards.variant}"
+        " --root " + POINT_ROOT + " 2>&1 | tee {log}"
+
+
+rule sweep_evaluate:
+    input:
+        params=f"{POINT}/{paths.POINT_PARAMS}",
+        upstream=stages.point_inputs("evaluate", POINT),
+    output:
+        [f"{POINT}/{path}" for path in stages.snakemake_outputs("evaluate", ())[0]],
+    log:
+        "logs/sweeps/{sweep}/{point}/evaluate_{variant}.log",
+    wildcard_constraints:
+        variant="|".join(variants.names()),
+    shell:
+        UNLOCKED + "mnist-pipeline --params {input.params} evaluate --variant {wildcards.variant}"
+        " --root " + POINT_ROOT + " 2>&1 | tee {log}"
+
+
+rule sweep_compare:
+    input:
+        sweep_files,
+        stages.command_code("compare", ("report/templates",)),
+        sweep="sweeps/{sweep}.yaml",
+    output:
+        f"sweeps/{{sweep}}/{paths.COMPARE_HTML}",
+        f"sweeps/{{sweep}}/{paths.COMPARE_CSV}",
+    log:
+        "logs/sweeps/{sweep}/compare.log",
+    shell:
+        "mnist-pipeline compare --sweep {wildcards.sweep} 2>&1 | tee {log}"

@@ -33,6 +33,7 @@ class Artefact:
     folders: tuple[str, ...] = ()  # inside a folder: sub-folders Snakemake declares as directory()
     role: Literal["out", "metrics", "plots"] = "out"
     plot: Plot | None = None
+    in_git: bool = False  # committed, not cached by DVC: the baseline `dvc metrics/plots diff` compares with
 
     @property
     def per_variant(self) -> bool:
@@ -64,17 +65,17 @@ VARIANT_FIGURES = ("confusion", "misclassified")  # one of each per variant: con
 RAW = Artefact("data/raw", "download", files=("manifest.json",), folders=("arrays", "idx", "tfds"))
 PROCESSED = Artefact("data/processed", "preprocess", files=PROCESSED_FILES)
 MODEL = Artefact("models/{variant}.safetensors", "train")
-TRAIN_METRICS = Artefact("metrics/train/{variant}.json", "train", role="metrics")
+TRAIN_METRICS = Artefact("metrics/train/{variant}.json", "train", role="metrics", in_git=True)
 TRAIN_RUN = Artefact("metrics/train/{variant}.run.json", "train")
-TRAIN_HISTORY = Artefact("plots/train/{variant}.csv", "train", role="plots",
+TRAIN_HISTORY = Artefact("plots/train/{variant}.csv", "train", role="plots", in_git=True,
                          plot=Plot("epoch", "test_accuracy", "Test accuracy per epoch ({variant})"))
-EVAL_METRICS = Artefact("metrics/evaluate/{variant}.json", "evaluate", role="metrics")
+EVAL_METRICS = Artefact("metrics/evaluate/{variant}.json", "evaluate", role="metrics", in_git=True)
 EVAL_DETAILS = Artefact("metrics/evaluate/{variant}_details.json", "evaluate")
-CONFUSION = Artefact("plots/confusion/{variant}.csv", "evaluate", role="plots",
+CONFUSION = Artefact("plots/confusion/{variant}.csv", "evaluate", role="plots", in_git=True,
                      plot=Plot("actual", "predicted", "Confusion matrix ({variant})", template="confusion"))
 PROFILE = Artefact("reports/profile", "profile",
                    files=tuple(f"{point}.prof" for point in SNAPSHOTS) + ("summary.json",))
-VARIANTS_HISTORY = Artefact("plots/variants.csv", "report")  # every variant's epochs, for DVC's overlays
+VARIANTS_HISTORY = Artefact("plots/variants.csv", "report", in_git=True)  # every variant's epochs, for DVC's overlays
 REPORT_HTML = Artefact("reports/report.html", "report")
 REPORT_MD = Artefact("reports/summary.md", "report")
 REPORT_FIGURES = Artefact("reports/figures", "report", files=tuple(f"{name}.png" for name in FIGURES),
@@ -88,8 +89,9 @@ COMPARE_HTML = "compare.html"  # a sweep's comparison page and table, in its fol
 COMPARE_CSV = "results.csv"
 EXPERIMENTS_HTML = "reports/experiments.html"  # the comparison page of DVC's experiments
 
-# Tracked files that a run itself rewrites: the report's provenance does not count them as changes.
-PIPELINE_WRITES = ("dvc.lock",)
+# Tracked files that a run itself rewrites (dvc.lock, the committed baseline's metrics and plots):
+# the report's provenance does not count them as changes. Patterns, `*` for a variant.
+PIPELINE_WRITES = ("dvc.lock", *(a.path.replace("{variant}", "*") for a in ARTEFACTS if a.in_git))
 
 # Columns of VARIANTS_HISTORY that dvc.yaml's top-level plots draw, one line per variant (the
 # template .dvc/plots/variants.json colours by variant and dashes by revision).

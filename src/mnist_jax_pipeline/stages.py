@@ -172,6 +172,13 @@ def _plot(artefact: paths.Artefact, path: str) -> dict:
     return {path: spec}
 
 
+def _dvc_out(artefact: paths.Artefact, stage: Stage) -> str | dict:
+    """An output's dvc.yaml entry: its path, with its plot's options and `cache: false` for one kept in git."""
+    path = _dvc_path(artefact, stage)
+    options = (_plot(artefact, path)[path] if artefact.plot else {}) | ({"cache": False} if artefact.in_git else {})
+    return {path: options} if options else path
+
+
 def dvc_stage(stage: Stage) -> dict:
     code = _dvc_code(code_files(stage))
     entry: dict = {"cmd": stage.cmd("${item}")}
@@ -184,7 +191,7 @@ def dvc_stage(stage: Stage) -> dict:
         if not chosen:
             continue
         key = "outs" if role == "out" else role
-        entry[key] = [_plot(a, _dvc_path(a, stage)) if a.plot else _dvc_path(a, stage) for a in chosen]
+        entry[key] = [_dvc_out(a, stage) for a in chosen]
     return {"foreach": "${variants}", "do": entry} if stage.per_variant else entry
 
 

@@ -170,8 +170,15 @@ def queue(args: argparse.Namespace) -> None:
     if done.returncode != 0 or done.stdout.strip() not in ("{}", ""):
         raise PipelineError("download and preprocess are not up to date in dvc.lock; run `dvc repro preprocess`"
                             " first, so every experiment shares them instead of running them again")
-    for command in dvc_commands(sweep):
+    listed = subprocess.run(["dvc", "exp", "list", "--name-only"], capture_output=True, text=True)
+    existing = set(listed.stdout.split())
+    queued = 0
+    for point, command in zip(sweep.points, dvc_commands(sweep), strict=True):
+        if f"{sweep.name}-{point.name}" in existing:
+            print(f"{sweep.name}-{point.name}: already an experiment of this commit; not queued again", file=sys.stderr)
+            continue
         print(" ".join(command), file=sys.stderr)
         subprocess.run(command, check=True)
-    print(f"queued {len(sweep.points)} experiments; run them with `dvc queue start -j N`"
-          " (or `dvc exp run --run-all -j N`), then `dvc exp show`", file=sys.stderr)
+        queued += 1
+    print(f"queued {queued} experiment(s); run them with `dvc queue start -j N` (or `dvc exp run --run-all -j N`),"
+          " then `dvc exp show` or `mnist-pipeline compare --dvc`", file=sys.stderr)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import platform
 import subprocess
@@ -38,7 +39,7 @@ def modified_files(porcelain: str) -> list[str]:
             continue
         status, path = entry[:2], entry[3:]
         skip = "R" in status or "C" in status
-        if path not in PIPELINE_WRITES:
+        if not any(fnmatch.fnmatchcase(path, pattern) for pattern in PIPELINE_WRITES):
             found.append(path)
     return sorted(found)
 

@@ -1,0 +1,123 @@
+"""Sweeps on tiny data, under both tools: the shared stages run once, re-running does nothing, a new
+point runs alone, and the comparison page lists the numbers the runs wrote."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import write_raw
+from mnist_jax_pipeline import paths
+from mnist_jax_pipeline.errors import PipelineError
+from mnist_jax_pipeline.sweeps import dvc_commands, load, point_name
+from workspace import make_workspace, sh
+
+pytestmark = pytest.mark.slow
+SWEEP = {"variant": "jit", "grid": {"train.step_size": [0.05, 0.1]}}
+POINTS = ["step_size=0.05", "step_size=0.1"]
+
+
+def tiny_workspace(parent: Path, name: str) -> Path:
+    """A fresh copy of the repository whose download stage has tiny synthetic data in place."""
+    ws = make_workspace(parent, name, **{"preprocess.max_train_examples": 0, "model.layer_sizes": [784, 32, 10],
+                                         "train.epochs": 2, "variants": ["jit"]})
+    write_raw(ws / paths.RAW.path)
+    for folder in paths.RAW.folders:
+        (ws / paths.RAW.path / folder).mkdir(exist_ok=True)
+    for example in (ws / "sweeps").glob("*.yaml"):  # the repository's own sweeps: not this test's
+        example.unlink()
+    (ws / "sweeps" / "tiny.yaml").write_text(yaml.safe_dump(SWEEP))
+    sh(ws, "git", "add", "-A")
+    sh(ws, "git", "commit", "-qm", "tiny data and a sweep")
+    return ws
+
+
+def ran(output: str) -> dict[str, int]:
+    """Snakemake's job counts of a run."""
+    table = output.split("Job stats:", 1)[1] if "Job stats:" in output else ""
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
+
+
+def test_point_names_and_the_dvc_commands(tmp_path):
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump({"variant": "jit", "grid": {
+        "train.optimizer": ["sgd", "adam"], "model.layer_sizes": [[784, 64, 10]]},
+        "points": [{"train.step_size": 0.5}]}, sort_keys=False))
+    sweep = load(tmp_path / "s.yaml", Path(__file__).resolve().parents[1] / "params.yaml")
+    assert [p.name for p in sweep.points] == ["optimizer=sgd,layer_sizes=784x64x10",
+                                              "optimizer=adam,layer_sizes=784x64x10", "step_size=0.5"]
+    assert point_name({"model.seed": 1, "train.shuffle_seed": 2}) == "seed=1,shuffle_seed=2"
+    assert point_name({"model.seed": 1, "preprocess.seed": 2}) == "model.seed=1,preprocess.seed=2"
+    first = dvc_commands(sweep)[0]
+    assert first[:6] == ["dvc", "exp", "run", "--queue", "--name", "s-optimizer=sgd,layer_sizes=784x64x10"]
+    assert first[6:] == ["-S", 'train.optimizer="sgd"', "-S", "model.layer_sizes=[784, 64, 10]",
+                         "-S", 'variants=["jit"]']
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ({"grid": {"preprocess.seed": [1, 2]}}, "'preprocess.seed' cannot vary in a sweep"),
+    ({"grid": {"train.epochs": [1.5]}}, "point epochs=1.5: train.epochs: 1.5 is not an integer"),
+    ({"grid": {"train.lr": [1]}}, "unknown key 'train.lr'"),
+    ({"grid": {}}, "no point; give a grid or points"),
+    ({"variant": "fast", "grid": {"train.epochs": [1]}}, "variant: input should be"),
+])
+def test_a_bad_sweep_file_is_one_line_naming_it(tmp_path, spec, message):
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(spec))
+    with pytest.raises(PipelineError, match=re.escape(message)) as err:
+        load(tmp_path / "bad.yaml", Path(__file__).resolve().parents[1] / "params.yaml")
+    assert str(err.value).startswith(str(tmp_path / "bad.yaml")) and "\n" not in str(err.value)
+
+
+def test_snakemake_runs_the_points_sharing_the_upstream(tmp_path):
+    ws = tiny_workspace(tmp_path, "snake")
+    sh(ws, "snakemake", "--cores", "1", "--touch", "download")  # the tiny data stands for the download
+    first = sh(ws, "snakemake", "--cores", "2", "sweeps")
+    jobs = ran(first)
+    assert jobs.get("download", 0) == 0 and jobs["preprocess"] == 1
+    assert jobs["sweep_train"] == jobs["sweep_evaluate"] == 2 and jobs["sweep_compare"] == 1
+    for point in POINTS:
+        assert (ws / "sweeps" / "tiny" / point / paths.MODEL.at("jit")).is_file()
+    assert "Nothing to be done" in sh(ws, "snakemake", "--cores", "2", "sweeps")
+    spec = {**SWEEP, "points": [{"train.step_size": 0.2}]}
+    (ws / "sweeps" / "tiny.yaml").write_text(yaml.safe_dump(spec))
+    jobs = ran(sh(ws, "snakemake", "--cores", "2", "sweeps"))
+    assert jobs == {"sweep_point": 1, "sweep_train": 1, "sweep_evaluate": 1, "sweep_compare": 1, "sweeps": 1,
+                    "total": 5}
+    rows = (ws / "sweeps" / "tiny" / paths.COMPARE_CSV).read_text().splitlines()
+    assert len(rows) == 4 and rows[0].startswith("name,test_accuracy")
+    best = rows[1].split(",")
+    accuracy = json.loads((ws / "sweeps" / "tiny" / best[0].strip('"') / paths.EVAL_METRICS.at("jit"))
+                          .read_text())["test_accuracy"]
+    assert float(best[1]) == accuracy
+    html = (ws / "sweeps" / "tiny" / paths.COMPARE_HTML).read_text()
+    assert html.count("data:image/png;base64,") == 2 and "<script" not in html
+    assert "train.step_size" in html and "train.epochs" not in html  # only what differs
+
+
+def test_dvc_queues_the_points_sharing_the_upstream(tmp_path):
+    ws = tiny_workspace(tmp_path, "dvc")
+    sh(ws, "dvc", "commit", "--force", "--quiet", "download")  # the tiny data stands for the download
+    sh(ws, "dvc", "repro", "preprocess")
+    sh(ws, "git", "add", "-A")
+    sh(ws, "git", "commit", "-qm", "shared stages recorded")
+    sh(ws, "mnist-pipeline", "sweep-queue", "--file", "sweeps/tiny.yaml")
+    first = sh(ws, "dvc", "exp", "run", "--run-all", "--jobs", "1")
+    assert "Running stage 'download'" not in first and "Running stage 'preprocess'" not in first
+    assert first.count("Running stage 'train@jit'") == 2
+    shown = json.loads(sh(ws, "dvc", "exp", "show", "--json").strip().splitlines()[-1])
+    names = {rev.get("name") or exp.get("name") for base in shown for exp in base.get("experiments") or []
+             for rev in exp.get("revs") or []}
+    assert {f"tiny-{point}" for point in POINTS} <= names
+    sh(ws, "mnist-pipeline", "compare", "--dvc")
+    html = (ws / paths.EXPERIMENTS_HTML).read_text()
+    assert all(f"tiny-{point}" in html for point in POINTS)
+    again = sh(ws, "mnist-pipeline", "sweep-queue", "--file", "sweeps/tiny.yaml")
+    assert again.count("already an experiment of this commit; not queued again") == 2 and "queued 0" in again
+    spec = {**SWEEP, "points": [{"train.step_size": 0.2}]}
+    (ws / "sweeps" / "tiny.yaml").write_text(yaml.safe_dump(spec))
+    assert "queued 1 experiment" in sh(ws, "mnist-pipeline", "sweep-queue", "--file", "sweeps/tiny.yaml")
+    third = sh(ws, "dvc", "exp", "run", "--run-all", "--jobs", "1")
+    assert third.count("Running stage 'train@jit'") == 1 and "Running stage 'preprocess'" not in third

@@ -28,6 +28,17 @@ def package_version(name: str) -> str | None:
         return None
 
 
+def cpu_model() -> str:
+    """The host CPU's model name (what decides whether two runs give the same bits), or the machine type."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def device_info() -> dict[str, Any]:
     """Backend, devices and versions of the JAX runtime in use."""
     import jax
@@ -41,6 +52,7 @@ def device_info() -> dict[str, Any]:
         "jax_version": jax.__version__,
         "jaxlib_version": package_version("jaxlib"),
         "host_cpu_count": os.cpu_count(),
+        "cpu_model": cpu_model(),
         "python_version": platform.python_version(),
         "machine": platform.machine(),
     }

@@ -71,6 +71,7 @@ class RunInfo(Record):
     jax_version: str
     jaxlib_version: str | None
     host_cpu_count: int | None
+    cpu_model: str
     python_version: str
     machine: str
     ran_alone: bool  # it held the pipeline's exclusive lock

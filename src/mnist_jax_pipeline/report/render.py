@@ -29,7 +29,7 @@ from .provenance import collect
 log = logging.getLogger(__name__)
 
 DEVICE_KEYS = ("backend", "device_kind", "device_count", "devices", "jax_version", "jaxlib_version",
-               "host_cpu_count", "machine", "python_version")
+               "host_cpu_count", "cpu_model", "machine", "python_version")
 
 
 def environment(autoescape: bool) -> Environment:

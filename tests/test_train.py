@@ -100,7 +100,8 @@ def test_divergence_stops_with_the_epoch_and_writes_no_model(tmp_path, make_para
                          train__epochs=3)
     with pytest.raises(PipelineError, match=r"loss became (nan|inf) at epoch 1; lower train.step_size"):
         run(tmp_path, params, tiny_processed, "jit")
-    assert not (tmp_path / "models").exists() and not (tmp_path / "metrics").exists()
+    assert not [p for p in (tmp_path / "models").rglob("*") if p.is_file()]
+    assert not [p for p in (tmp_path / "metrics").rglob("*") if p.is_file()]
 
 
 def test_corrupt_processed_array_names_preprocess(tmp_path, small_params, tiny_processed):

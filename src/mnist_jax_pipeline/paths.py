@@ -66,7 +66,7 @@ RAW = Artefact("data/raw", "download", files=("manifest.json",), folders=("array
 PROCESSED = Artefact("data/processed", "preprocess", files=PROCESSED_FILES)
 MODEL = Artefact("models/{variant}.safetensors", "train")
 TRAIN_METRICS = Artefact("metrics/train/{variant}.json", "train", role="metrics", in_git=True)
-TRAIN_RUN = Artefact("metrics/train/{variant}.run.json", "train")
+TRAIN_RUN = Artefact("metrics/train/{variant}.run.json", "train", in_git=True)
 TRAIN_HISTORY = Artefact("plots/train/{variant}.csv", "train", role="plots", in_git=True,
                          plot=Plot("epoch", "test_accuracy", "Test accuracy per epoch ({variant})"))
 EVAL_METRICS = Artefact("metrics/evaluate/{variant}.json", "evaluate", role="metrics", in_git=True)

@@ -1,0 +1,64 @@
+"""The committed baseline, the DVC way: dvc.lock and the metrics and plots of a reference run are in
+git (`cache: false`), so a fresh clone's `dvc repro` can be compared with them by `dvc metrics diff`
+and `dvc plots diff`. On the CPU model that made the baseline no model-quality figure changes; on
+another one the diff shows the drift (the test then only checks that the committed values show)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from conftest import ROOT, mirror_dir
+from mnist_jax_pipeline import paths
+from mnist_jax_pipeline.runtime import cpu_model
+from workspace import make_workspace, sh
+
+pytestmark = [pytest.mark.slow, pytest.mark.real_data]
+QUALITY = ("test_accuracy", "test_loss", "misclassified", "final_test_accuracy", "final_train_accuracy",
+           "final_train_loss")
+
+
+def committed(path: str) -> dict:
+    return json.loads(subprocess.run(["git", "show", f"HEAD:{path}"], cwd=ROOT, capture_output=True, text=True,
+                                     check=True).stdout)
+
+
+@pytest.fixture(scope="module")
+def reproduced(tmp_path_factory):
+    mirror_dir()
+    ws = make_workspace(tmp_path_factory.mktemp("baseline"), "clone", fast=False)
+    sh(ws, "dvc", "repro")
+    return ws
+
+
+def test_the_baseline_is_committed():
+    tracked = subprocess.run(["git", "ls-files", "dvc.lock", "metrics", "plots"], cwd=ROOT, capture_output=True,
+                             text=True, check=True).stdout.split()
+    assert "dvc.lock" in tracked and paths.VARIANTS_HISTORY.path in tracked
+    for variant in ("nojit", "jit"):
+        for artefact in (paths.TRAIN_METRICS, paths.TRAIN_RUN, paths.EVAL_METRICS, paths.TRAIN_HISTORY):
+            assert artefact.at(variant).as_posix() in tracked
+
+
+def test_metrics_diff_shows_the_committed_values_and_no_quality_change_on_the_same_cpu(reproduced):
+    diff = json.loads(sh(reproduced, "dvc", "metrics", "diff", "--all", "--json").strip().splitlines()[-1])
+    same_cpu = committed(paths.TRAIN_RUN.at("jit").as_posix())["cpu_model"] == cpu_model()
+    for variant in ("nojit", "jit"):
+        path = paths.EVAL_METRICS.at(variant).as_posix()
+        entry = diff[path]["test_accuracy"]
+        assert entry["old"] == committed(path)["test_accuracy"]
+        if same_cpu:
+            for key, values in {**diff[path], **diff[paths.TRAIN_METRICS.at(variant).as_posix()]}.items():
+                if key.split(".")[-1] in QUALITY or key.startswith("per_class"):
+                    assert values["old"] == values["new"], (variant, key, values)
+
+
+def test_plots_diff_draws_the_baseline_beside_the_run(reproduced):
+    out = sh(reproduced, "dvc", "plots", "diff", "HEAD", "--json")
+    data = json.loads(out[out.index("{"):])
+    revisions = {row["rev"] for plot in data["data"].values() for item in plot for row in
+                 item.get("content", {}).get("data", {}).get("values", [])}
+    assert {"HEAD", "workspace"} <= revisions
+    assert "failed to load" not in out

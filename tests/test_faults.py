@@ -110,10 +110,11 @@ def _kill_training_when_it_runs(proc: subprocess.Popen, ws: Path, timeout: float
 
 
 def nothing_new(ws: Path, folder: str) -> bool:
-    """`folder` holds no file but those committed (the baseline's), unchanged."""
+    """`folder` holds no new or changed file: only the committed (the baseline's), or fewer (Snakemake
+    deletes a failed job's outputs)."""
     status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all", "--", folder], cwd=ws,
                             capture_output=True, text=True, check=True).stdout
-    return not [line for line in status.splitlines() if not line.endswith(".gitignore")]
+    return not [line for line in status.splitlines() if line[:2].strip() != "D" and not line.endswith(".gitignore")]
 
 
 def _logs(ws: Path) -> str:

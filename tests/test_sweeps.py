@@ -23,8 +23,8 @@ POINTS = ["step_size=0.05", "step_size=0.1"]
 
 def tiny_workspace(parent: Path, name: str) -> Path:
     """A fresh copy of the repository whose download stage has tiny synthetic data in place."""
-    ws = make_workspace(parent, name, **{"preprocess.max_train_examples": 0, "model.layer_sizes": [784, 32, 10],
-                                         "train.epochs": 2, "variants": ["jit"]})
+    ws = make_workspace(parent, name, fast=False, **{"model.layer_sizes": [784, 32, 10], "train.epochs": 2,
+                                                     "variants": ["jit"]})
     write_raw(ws / paths.RAW.path)
     for folder in paths.RAW.folders:
         (ws / paths.RAW.path / folder).mkdir(exist_ok=True)

@@ -16,6 +16,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -100,11 +101,15 @@ class Stopped(BaseException):
 
 
 def _stop(signum: int, frame: object) -> None:
-    for sig in STOP_SIGNALS:  # a second signal must not interrupt the clean-up
-        signal.signal(sig, signal.SIG_IGN)
+    if _stopping:  # the clean-up is running: a second signal must not interrupt it
+        return
+    # Python drops an exception raised inside a garbage-collection callback (JAX has one): should that
+    # happen to this one, the same signal comes again a second later, somewhere else.
+    threading.Timer(1.0, os.kill, (os.getpid(), signum)).start()
     raise Stopped(signum)
 
 
+_stopping = False
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -117,6 +122,8 @@ def _one_line(err: OSError | UnicodeError) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    global _stopping
+    _stopping = False
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
@@ -136,6 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {message}", file=sys.stderr)
         return 1
     except (Stopped, KeyboardInterrupt) as err:
+        _stopping = True
         discard_temps()
         signum = err.signum if isinstance(err, Stopped) else signal.SIGINT
         name = signal.Signals(signum).name

@@ -76,3 +76,24 @@ def record_in_dvc():
     if done and newer:
         subprocess.run(["dvc", "commit", "--force", "--quiet", *sorted(done)], check=True)
         lock.touch()  # DVC leaves an unchanged dvc.lock untouched; mark it as checked now
+
+
+# --- sweeps (rules/sweep.smk) ---
+try:
+    SWEEPS = sweeps.discover()
+except PipelineError as err:
+    sys.exit(f"error: {err}")
+POINT = "sweeps/{sweep}/{point}"
+UNLOCKED = f"{runtime.LOCK_ENV}=off"  # points share the machine on purpose; their runs record it
+
+
+def point_params(wildcards):
+    sweep = SWEEPS[wildcards.sweep]
+    return sweep.params(sweep.point(wildcards.point))
+
+
+def sweep_files(wildcards):
+    """Every point's outputs that the comparison page reads."""
+    sweep = SWEEPS[wildcards.sweep]
+    outputs = [path for stage in ("train", "evaluate") for path in stages.snakemake_outputs(stage, ())[0]]
+    return [f"{sweep.folder(p)}/{path}".replace("{variant}", sweep.variant) for p in sweep.points for path in outputs]

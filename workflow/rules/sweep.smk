@@ -1,25 +1,6 @@
 # Sweeps: sweeps/<name>.yaml -> each point trained and evaluated in sweeps/<name>/<point>/, the
 # points side by side within --cores, all sharing one download and one preprocess ->
 # sweeps/<name>/compare.html. `snakemake --cores N sweeps` runs every sweep file.
-try:
-    SWEEPS = sweeps.discover()
-except PipelineError as err:
-    sys.exit(f"error: {err}")
-POINT = "sweeps/{sweep}/{point}"
-POINT_ROOT = "sweeps/{wildcards.sweep}/{wildcards.point}"
-UNLOCKED = f"{runtime.LOCK_ENV}=off "  # points share the machine on purpose; their runs record it
-
-
-def point_params(wildcards):
-    sweep = SWEEPS[wildcards.sweep]
-    return sweep.params(sweep.point(wildcards.point))
-
-
-def sweep_files(wildcards):
-    """Every point's outputs that the comparison page reads."""
-    sweep = SWEEPS[wildcards.sweep]
-    outputs = stages.snakemake_outputs("train", (sweep.variant,))[0] + stages.snakemake_outputs("evaluate", (sweep.variant,))[0]
-    return [f"{sweep.folder(p)}/{path}".replace("{variant}", sweep.variant) for p in sweep.points for path in outputs]
 
 
 rule sweeps:
@@ -44,13 +25,15 @@ rule sweep_train:
         upstream=stage_inputs("train"),
     output:
         [f"{POINT}/{path}" for path in stages.snakemake_outputs("train", ())[0]],
+    params:
+        lock=UNLOCKED,
     log:
         "logs/sweeps/{sweep}/{point}/train_{variant}.log",
     wildcard_constraints:
         variant="|".join(variants.names()),
     shell:
-        UNLOCKED + "mnist-pipeline --params {input.params} train --variant {wildcards.variant}"
-        " --root " + POINT_ROOT + " 2>&1 | tee {log}"
+        "{params.lock} mnist-pipeline --params {input.params} train --variant {wildcards.variant}"
+        " --root sweeps/{wildcards.sweep}/{wildcards.point} 2>&1 | tee {log}"
 
 
 rule sweep_evaluate:
@@ -59,13 +42,15 @@ rule sweep_evaluate:
         upstream=stages.point_inputs("evaluate", POINT),
     output:
         [f"{POINT}/{path}" for path in stages.snakemake_outputs("evaluate", ())[0]],
+    params:
+        lock=UNLOCKED,
     log:
         "logs/sweeps/{sweep}/{point}/evaluate_{variant}.log",
     wildcard_constraints:
         variant="|".join(variants.names()),
     shell:
-        UNLOCKED + "mnist-pipeline --params {input.params} evaluate --variant {wildcards.variant}"
-        " --root " + POINT_ROOT + " 2>&1 | tee {log}"
+        "{params.lock} mnist-pipeline --params {input.params} evaluate --variant {wildcards.variant}"
+        " --root sweeps/{wildcards.sweep}/{wildcards.point} 2>&1 | tee {log}"
 
 
 rule sweep_compare:

@@ -344,3 +344,18 @@ def test_xla_memory_analysis_is_the_parameters_and_the_batch(run: dict[str, Any]
     # the new state out, plus the output tuple's table of 8-byte buffer pointers (one per leaf on CPU)
     assert params <= xla.output_bytes <= params + 8 * leaves
     assert xla.peak_bytes is None or xla.peak_bytes >= xla.argument_bytes
+
+
+def test_an_op_the_executor_waits_for_is_done_when_the_wait_ends() -> None:
+    """A marker of the same op name long after the executor's wait belongs to another run (op by op)."""
+    events = [
+        {"ph": "X", "name": "dot.1", "ts": 0, "dur": 10, "pid": 1, "tid": 1,
+         "args": {"hlo_op": "dot.1", "hlo_module": "jit_dot", "run_id": "1"}},
+        {"ph": "X", "name": op_table.WAIT_FOR_COMPLETION, "ts": 10.5, "dur": 40, "pid": 1, "tid": 1, "args": {}},
+        {"ph": "X", "name": "end: dot.1", "ts": 900, "dur": 0.1, "pid": 1, "tid": 2, "args": {}},
+        {"ph": "X", "name": "dot.1", "ts": 950, "dur": 10, "pid": 1, "tid": 1,
+         "args": {"hlo_op": "dot.1", "hlo_module": "jit_dot", "run_id": "2"}},
+        {"ph": "X", "name": "end: dot.1", "ts": 960.5, "dur": 0.1, "pid": 1, "tid": 1, "args": {}},
+    ]
+    ops = op_table.op_events(events)
+    assert op_table.completion_times(events, ops) == [50.5, 960]

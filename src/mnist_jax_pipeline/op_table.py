@@ -42,6 +42,7 @@ STEP_ANNOTATION = "train_step"  # the jax.profiler.StepTraceAnnotation around ev
 CONTROL_FLOW = ("while", "conditional", "call")
 TIMELINE_EVENTS = 600  # at most this many events in the stored timeline of one step
 SYNC_SLACK_US = 2.0  # an `end: <op>` marker this close to its event's end: the op was synchronous
+WAIT_FOR_COMPLETION = "ThunkExecutor::Execute (wait for completion)"
 
 
 # --- recording -------------------------------------------------------------------------------------
@@ -157,10 +158,12 @@ def completion_times(events: list[Event], ops: list[Event]) -> list[float]:
     execution). A marker within SYNC_SLACK_US of the event's end means the op was synchronous.
     Otherwise its completion callback ran the ready dependents inline before the marker (the
     `ThunkExecutor::Execute` events on the marker's thread): the op finished when the outermost of
-    those that ends right at the marker began, or at the marker when there is none.
+    those that ends right at the marker began, or at the marker when there is none. An op whose
+    executor waits for it right after its event (on its thread) finished no later than that wait.
     """
     markers: dict[str, list[Event]] = collections.defaultdict(list)
     executes: dict[Any, list[Event]] = collections.defaultdict(list)
+    waits: dict[Any, list[Event]] = collections.defaultdict(list)
     for e in events:
         if e.get("ph") != "X":
             continue
@@ -169,9 +172,12 @@ def completion_times(events: list[Event], ops: list[Event]) -> list[float]:
             markers[name[5:]].append(e)
         elif name == "ThunkExecutor::Execute":
             executes[(e.get("pid"), e.get("tid"))].append(e)
-    for group in (*markers.values(), *executes.values()):
+        elif name == WAIT_FOR_COMPLETION:
+            waits[(e.get("pid"), e.get("tid"))].append(e)
+    for group in (*markers.values(), *executes.values(), *waits.values()):
         group.sort(key=lambda e: e["ts"])
     starts = {key: [e["ts"] for e in group] for key, group in executes.items()}
+    wait_starts = {key: [e["ts"] for e in group] for key, group in waits.items()}
     marker_ts = {name: [m["ts"] for m in group] for name, group in markers.items()}
     runs: dict[str, list[int]] = collections.defaultdict(list)
     for i, e in enumerate(ops):
@@ -192,6 +198,12 @@ def completion_times(events: list[Event], ops: list[Event]) -> list[float]:
             lo, hi = bisect.bisect_left(begun, _end(op)), bisect.bisect_right(begun, marker["ts"])
             first = [x["ts"] for x in candidates[lo:hi] if marker["ts"] - 5.0 <= _end(x) <= marker["ts"] + 0.01]
             done[i] = float(min(first)) if first else float(marker["ts"])
+            # When the executor waits for the op right after its event (an op-by-op executable of one
+            # asynchronous op), it is done when the wait ends: a later marker of that name is another run's.
+            thread = (op.get("pid"), op.get("tid"))
+            w = bisect.bisect_left(wait_starts.get(thread, []), _end(op))
+            if w < len(waits[thread]) and waits[thread][w]["ts"] <= _end(op) + SYNC_SLACK_US:
+                done[i] = min(done[i], _end(waits[thread][w]))
     return done
 
 

@@ -250,6 +250,7 @@ def profile(params: Params, variant: str, processed_dir: str | Path, root: str |
     rendered: list[str] = []
     out_dir = paths.PROFILE.at(variant, root)
     with storage.atomic_dir(out_dir) as tmp:
+        gc.collect()  # device buffers of unreachable objects would show in the first snapshot
         for point, step in steps.items():
             live = step()
             _snapshot(tmp / f"{point}.prof", live)

@@ -1,18 +1,16 @@
-"""Where one `jit_scan` epoch spends its time: a jax.profiler trace, summed per XLA op.
+"""Where one `jit_scan` epoch spends its time: a jax.profiler trace, parsed into the per-op table.
 
-    python benchmarks/trace_epoch.py [--top 15]
+    python benchmarks/trace_epoch.py [--top 15] [--keep DIR]
 
-Runs one warm-up epoch, traces the next (synthetic data of MNIST's shape; the arithmetic does
-not depend on the values), and prints each op's total time with the HLO instruction it runs.
+The standalone version of the profile stage's op table (src/mnist_jax_pipeline/op_table.py): runs
+one warm-up epoch, traces the next (synthetic data of MNIST's shape; the arithmetic does not depend
+on the values) and prints every op's count, self time, share of the traced epoch and, for the
+matrix products, the achieved GFLOP/s, with the HLO instruction it runs.
 """
 
 from __future__ import annotations
 
 import argparse
-import collections
-import gzip
-import json
-import re
 import tempfile
 from pathlib import Path
 
@@ -20,13 +18,15 @@ import jax
 import numpy as np
 from bench_train import bench_params
 
+from mnist_jax_pipeline import op_table
 from mnist_jax_pipeline.loops import ScanLoop
 from mnist_jax_pipeline.train import initial_state, loop_inputs
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--top", type=int, default=15)
+    parser.add_argument("--top", type=int, default=15, help="rows shown (default: 15)")
+    parser.add_argument("--keep", type=Path, help="trace folder (a logdir for XProf; default: a new temporary one)")
     args = parser.parse_args()
     params = bench_params(batch_size=128, epochs=2)
     rng = np.random.default_rng(0)
@@ -34,35 +34,20 @@ def main() -> None:
     labels = rng.integers(0, 10, size=60_000).astype(np.int32)
     inputs = loop_inputs(params, images, labels)
     loop = ScanLoop(inputs)
-    state = initial_state(params, inputs)
-    loop.compile(state)
-    state = jax.block_until_ready(loop.run_epoch(state, 1))
+    held = [initial_state(params, inputs)]
+    loop.compile(held[0])
 
-    folder = Path(tempfile.mkdtemp(prefix="trace-"))
-    jax.profiler.start_trace(str(folder), create_perfetto_trace=True)
-    jax.block_until_ready(loop.run_epoch(state, 2))
-    jax.profiler.stop_trace()
+    def epoch(index: int) -> None:
+        held[0] = jax.block_until_ready(loop.run_call(held[0], index))
 
-    with gzip.open(next(folder.rglob("*perfetto_trace.json.gz"))) as handle:
-        trace = json.load(handle)
-    events = trace["traceEvents"] if isinstance(trace, dict) else trace
-    total: collections.Counter[str] = collections.Counter()
-    count: collections.Counter[str] = collections.Counter()
-    for event in events:
-        if event.get("ph") == "X" and "dur" in event:
-            total[event["name"]] += event["dur"]
-            count[event["name"]] += 1
-    hlo = {m.group(1): m.group(2) for m in re.finditer(r"%(\S+) = (\S+ \w+)", loop.executable.as_text())}
-    op_time = sum(micros for name, micros in total.items() if name in hlo) or 1
-    print(f"traced epoch: {op_time / 1e3:.1f} ms of XLA ops (profiling adds overhead); ops by total time:")
-    for name, micros in total.most_common():
-        if name not in hlo:
-            continue
-        print(f"{micros / 1e3:9.1f} ms {100 * micros / op_time:5.1f}%  x{count[name]:<5d} {name:<28} {hlo[name]}")
-        args.top -= 1
-        if args.top == 0:
-            break
-    print(f"trace files: {folder}")
+    epoch(0)  # warm-up
+    folder = args.keep or Path(tempfile.mkdtemp(prefix="trace-"))
+    files = op_table.record(lambda i: epoch(1 + i), 1, folder, session="jit_scan", python_tracer=True)
+    table = op_table.parse(op_table.load_events(files["perfetto"]), loop.hlo_text())
+    print(f"one traced jit_scan epoch ({loop.steps_per_call()} steps of batch 128), jax {jax.__version__} on"
+          f" {jax.devices()[0].device_kind}:")
+    print(op_table.format_table(table, top=args.top))
+    print(f"trace files: {folder} (xprof --logdir {folder}; Perfetto: {files['perfetto']})")
 
 
 if __name__ == "__main__":

@@ -165,6 +165,7 @@ def tiny_params_dict(**sections: Any) -> dict[str, Any]:
     raw["train"].update(epochs=2, batch_size=64)
     raw["variants"] = list(TINY_VARIANTS)
     raw["profile"]["top_allocations"] = 5
+    raw["profile"]["trace_steps"] = 3
     for section, values in sections.items():
         raw[section] = values if not isinstance(values, dict) else {**raw[section], **values}
     return raw
@@ -197,8 +198,9 @@ def tiny_tree(tmp_path_factory) -> Path:
     write_params(root / "params.yaml", tiny_params_dict())
     commands = [["preprocess"]]
     for variant in TINY_VARIANTS:
-        commands += [["train", "--variant", variant], ["evaluate", "--variant", variant]]
-    run_stages(root, *commands, ["profile"])
+        commands += [["train", "--variant", variant], ["evaluate", "--variant", variant],
+                     ["profile", "--variant", variant]]
+    run_stages(root, *commands)
     return root
 
 

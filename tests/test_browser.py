@@ -1,4 +1,5 @@
-"""The report in a real headless Chromium: every image loads, the page asks the network for nothing.
+"""The report in a real headless Chromium: every image loads, the page asks the network for nothing, and
+the trace and memory sections (op tables, step timeline, XLA's analysis, the step less init) are shown.
 
 Needs Debian's /usr/bin/chromium and the Playwright package (`.ci/install-browser.sh`); never
 downloads a browser. Saves a full-page screenshot to $TEST_ARTIFACTS_DIR (default test-artifacts/).
@@ -27,6 +28,15 @@ ARGS = [
 ]
 ROOT = Path(__file__).resolve().parents[1]
 SKIP_REASON = "chromium not installed: run .ci/install-browser.sh"
+NEW_SECTIONS = {  # visible in the screenshot (the first variant's snapshots are unfolded)
+    "trace section": "#trace h2",
+    "step timeline": "#trace img[alt='timeline of one traced step per variant']",
+    "op table of jit": "#trace h3:has-text('jit: 3 traced steps') + p + table td.op",
+    "op table of jit_scan": "#trace h3:has-text('jit_scan: 1 traced epoch') + p + table td.op",
+    "XLA's analysis": "#memory h3:has-text('What the compiled step needs') + p + table",
+    "what the step added": "#memory p:has-text('What the step added') + table",
+    "executables in one line": "#memory td:has-text('compiled executables, in one line')",
+}
 
 
 def artifacts_dir() -> Path:
@@ -63,11 +73,14 @@ def test_report_opens_offline_with_every_image(report_tree: Path) -> None:
                 " scheme: e.currentSrc.split(':')[0]}))",
             )
             title = page.title()
+            shown = {name: page.is_visible(selector) for name, selector in NEW_SECTIONS.items()}
             page.screenshot(path=str(artifacts_dir() / "report.png"), full_page=True)
+            page.locator("#trace").screenshot(path=str(artifacts_dir() / "report-trace.png"))
         finally:
             browser.close()
 
     assert "JAX MLP pipeline report" in title
+    assert all(shown.values()), f"not shown: {[name for name, visible in shown.items() if not visible]}"
     assert len(images) >= 10
     not_loaded = [img["alt"] for img in images if not (img["complete"] and img["width"] > 0)]
     assert not not_loaded, f"images that did not load: {not_loaded}"

@@ -196,10 +196,10 @@ def test_a_manifest_of_the_wrong_shape_names_the_download_stage(project, content
 def _start_profile(project: Path) -> subprocess.Popen:
     """The profile stage on tiny data, started; returns once its temporary folder exists."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "MNIST_PIPELINE_LOCK": str(project / ".lock")}
-    proc = subprocess.Popen([str(BIN / "mnist-pipeline"), "profile"], cwd=project, env=env,
+    proc = subprocess.Popen([str(BIN / "mnist-pipeline"), "profile", "--variant", "jit"], cwd=project, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
-    while not list((project / "reports").glob(f"{storage.TMP_PREFIX}profile.*")):
+    while not list((project / "reports" / "profile").glob(f"{storage.TMP_PREFIX}jit.*")):
         assert proc.poll() is None, proc.communicate()[1]
         assert time.monotonic() < deadline, "the profile stage never started writing"
         time.sleep(0.02)
@@ -224,7 +224,7 @@ def test_a_stop_signal_removes_the_temporary_output_and_exits_128_plus_n(trained
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 128 + sig, stderr
     assert f"error: stopped by {signal.Signals(sig).name}" in stderr and "Traceback" not in stderr
-    assert _debris(trained) == [] and not (trained / paths.PROFILE.path).exists()
+    assert _debris(trained) == [] and not paths.PROFILE.at("jit", trained).exists()
 
 
 def test_what_a_sigkill_leaves_is_swept_by_the_next_run(trained):
@@ -232,9 +232,9 @@ def test_what_a_sigkill_leaves_is_swept_by_the_next_run(trained):
     proc.kill()
     proc.wait(timeout=60)
     assert _debris(trained), "SIGKILL leaves the temporary folder (nothing can run on SIGKILL)"
-    done = cli(trained, "profile")
+    done = cli(trained, "profile", "--variant", "jit")
     assert done.returncode == 0, done.stderr
-    assert _debris(trained) == [] and (trained / paths.PROFILE.path / "summary.json").is_file()
+    assert _debris(trained) == [] and (paths.PROFILE.at("jit", trained) / "summary.json").is_file()
 
 
 KILL_BETWEEN_RENAMES = """

@@ -71,7 +71,7 @@ def both():
 def test_same_stage_names(both):
     snake, dvc = both
     assert set(snake) == set(dvc)
-    assert {"download", "preprocess", "train@nojit", "train@jit", "evaluate@jit", "profile", "report"} <= set(dvc)
+    assert {"download", "preprocess", "train@nojit", "train@jit", "evaluate@jit", "profile@jit", "report"} <= set(dvc)
 
 
 @pytest.mark.parametrize("field", ["cmd", "params"])

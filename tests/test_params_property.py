@@ -78,13 +78,15 @@ KEYS: dict[str, st.SearchStrategy[str]] = {
     "train.shuffle_seed": ints(0, 2**32 - 1, SEEDS),
     "variants": VARIANT_LISTS,
     "profile.top_allocations": ints(1, 50, INTS),
+    "profile.trace_steps": ints(1, 20, INTS),
 }
 TINY = {"data.dataset": "mnist", "preprocess.normalize": "unit", "preprocess.flatten": "true",
         "preprocess.validation_fraction": "0.1", "preprocess.max_train_examples": "300", "preprocess.seed": "0",
         "model.layer_sizes": "[784, 16, 10]", "model.init_scale": "0.1", "model.seed": "0",
         "train.optimizer": "sgd", "train.step_size": "0.1", "train.momentum": "0.9", "train.schedule": "constant",
         "train.batch_size": "64", "train.epochs": "1", "train.shuffle": "true", "train.shuffle_seed": "0",
-        "variants": "[nojit, jit, jit_scan]", "profile.top_allocations": "5"}
+        "variants": "[nojit, jit, jit_scan]", "profile.top_allocations": "5",
+        "profile.trace_steps": "2"}
 # Keys a refusal may name when another key of the same rule was changed (rules spanning fields).
 RELATED = {"preprocess.max_train_examples": ["preprocess.validation_fraction"],
            "model.layer_sizes": ["train.batch_size"], "train.batch_size": ["train.epochs"]}

@@ -33,7 +33,9 @@ def test_both_orchestrators_produce_the_same_files(runs):
     a, b = artefacts(snake), artefacts(dvc)
     assert set(a) == set(b)
     for required in ("reports/report.html", "reports/summary.md", "models/jit.safetensors",
-                     "models/nojit.safetensors", "data/processed/train_images.npy", "reports/profile/summary.json"):
+                     "models/nojit.safetensors", "data/processed/train_images.npy",
+                     "reports/profile/jit/summary.json", "reports/profile/nojit/summary.json",
+                     "reports/profile/jit/trace/plugins/profile/jit/host.xplane.pb"):
         assert required in a
     for rel in ("models/jit.safetensors", "models/nojit.safetensors", "data/processed/train_images.npy",
                 "data/raw/arrays/train_images.npy", "plots/confusion/jit.csv"):

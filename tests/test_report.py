@@ -16,6 +16,7 @@ from markupsafe import escape
 from conftest import FAKE_SVG, TINY_VARIANTS, tiny_params_dict, write_params
 from mnist_jax_pipeline import paths
 from mnist_jax_pipeline.artefacts import storage, training
+from mnist_jax_pipeline.artefacts.profile_summary import read_summary
 from mnist_jax_pipeline.artefacts.training import VariantEpoch
 from mnist_jax_pipeline.config import load
 from mnist_jax_pipeline.errors import PipelineError
@@ -25,7 +26,7 @@ from mnist_jax_pipeline.report.memory import clean_svg
 from mnist_jax_pipeline.report.render import render
 from mnist_jax_pipeline.variants import get
 
-SECTIONS = ("dataset", "training", "timing", "evaluation", "memory", "provenance")
+SECTIONS = ("dataset", "training", "timing", "trace", "evaluation", "memory", "provenance")
 EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*["']?\s*(?!data:|#)[a-z]+:|url\(\s*["']?\s*(?!data:|#)""", re.I)
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -49,7 +50,7 @@ def test_html_has_every_section_and_is_self_contained(report_tree: Path) -> None
     assert not EXTERNAL.search(html), EXTERNAL.search(html)
     assert "<link" not in html.lower() and "@import" not in html
     images = re.findall(r"<img [^>]*src=\"([^\"]*)\"", html)
-    graphs = len(list((report_tree / paths.PROFILE.path).glob("*.svg")))
+    graphs = len(TINY_VARIANTS) * 3  # a call graph (or, without pprof, an icicle) per snapshot
     assert len(images) == len(_figures(TINY_VARIANTS)) + graphs
     assert all(src.startswith(("data:image/png;base64,", "data:image/svg+xml;base64,")) for src in images)
     jit = training.read_metrics("jit")
@@ -70,7 +71,7 @@ def test_speedups_are_the_ratio_of_median_epochs(report_tree: Path) -> None:
 
 
 def test_the_inlined_call_graph_is_cleaned(report_tree: Path) -> None:
-    (report_tree / paths.PROFILE.path / "train_step.svg").write_text(FAKE_SVG)
+    (paths.PROFILE.at("jit", report_tree) / "evaluate.svg").write_text(FAKE_SVG)
     html, _ = _render(report_tree)
     uris = re.findall(r'src="data:image/svg\+xml;base64,([^"]+)"', html)
     svg = next(text for text in (base64.b64decode(u).decode() for u in uris) if "train_step 1.2MB" in text)
@@ -108,7 +109,7 @@ def test_every_variants_epochs_go_to_the_overlay_plot_file(report_tree: Path) ->
 
 
 def test_without_profile_the_report_says_how_to_make_one(report_tree: Path) -> None:
-    shutil.rmtree(report_tree / paths.PROFILE.path)
+    shutil.rmtree(report_tree / "reports" / "profile")
     html, summary = _render(report_tree)
     assert "is missing; run the 'profile' stage" in html
     assert "go install github.com/google/pprof" in html  # the default install hint
@@ -116,16 +117,65 @@ def test_without_profile_the_report_says_how_to_make_one(report_tree: Path) -> N
 
 
 def test_without_pprof_the_report_gives_the_install_hint(report_tree: Path) -> None:
-    summary_path = report_tree / paths.PROFILE.path / "summary.json"
-    data = json.loads(summary_path.read_text())
-    data["pprof"].update(available=False, install_hint="apt-get install pprof-for-tests")
-    summary_path.write_text(json.dumps(data))
-    for svg in (report_tree / paths.PROFILE.path).glob("*.svg"):
+    for variant in TINY_VARIANTS:
+        summary_path = paths.PROFILE.at(variant, report_tree) / "summary.json"
+        data = json.loads(summary_path.read_text())
+        data["pprof"].update(available=False, install_hint="apt-get install pprof-for-tests")
+        data["pprof"].pop("binary", None), data["pprof"].pop("dot", None)
+        summary_path.write_text(json.dumps(data))
+    for svg in (report_tree / "reports" / "profile").rglob("*.svg"):
         svg.unlink()
     html, summary = _render(report_tree)
     assert "pprof is not installed" in html and "apt-get install pprof-for-tests" in html
     assert "apt-get install pprof-for-tests" in summary
     assert "data:image/svg+xml" not in html
+    icicles = re.findall(r'<img src="(data:image/png;base64,[^"]+)" alt="icicle of (\w+) (\w+)"', html)
+    assert sorted((v, p) for _, v, p in icicles) == sorted((v, p) for v in TINY_VARIANTS for p in paths.SNAPSHOTS)
+    assert all(base64.b64decode(uri.split(",", 1)[1]).startswith(PNG_MAGIC) for uri, _, _ in icicles)
+    _render(report_tree)  # the icicles are byte-stable too
+    assert re.findall(r'<img src="(data:image/png;base64,[^"]+)" alt="icicle', Path(paths.REPORT_HTML.path).read_text()
+                      ) == [uri for uri, _, _ in icicles]
+
+
+def test_trace_and_xla_sections(report_tree: Path) -> None:
+    html, summary = _render(report_tree)
+    trace = html[html.index('<section id="trace">'):html.index('<section id="evaluation">')]
+    assert 'alt="timeline of one traced step per variant"' in trace
+    for variant in TINY_VARIANTS:
+        profile = read_summary(variant)
+        assert profile is not None
+        table = profile.trace.table
+        assert f"<h3>{variant}: {profile.trace.calls} traced {profile.trace.unit}" in trace
+        assert f'<td class="op">{table.rows[0].op}</td>' in trace  # the top op of each table
+        assert f"**Trace `{variant}`:**" in summary and f"`{table.rows[0].op}`" in summary
+        assert f"reports/profile/{variant}/trace</code> (XProf, TensorBoard)" in trace
+    assert "Op by op: every primitive is its own executable" in trace and "Compiled module <code>jit_update" in trace
+    memory = html[html.index('<section id="memory">'):html.index('<section id="provenance">')]
+    assert "What the compiled step needs" in memory
+    for variant in ("jit", "jit_scan"):  # XLA's argument bytes are exactly the state and the batch (or split)
+        xla = training.read_metrics(variant).xla
+        assert xla is not None and f"<td>{variant}</td>" in memory
+        assert f"{xla.argument_bytes:,}" in memory
+    assert memory.count("<strong>exactly</strong> XLA's argument bytes") == 2
+    assert "What the step added</strong> (train_step less init" in memory
+    assert "compiled executables, in one line" in memory
+    assert "The cpu backend provides no device <code>memory_stats()</code>" in memory
+
+
+def test_a_variant_without_a_profile_is_named(report_tree: Path) -> None:
+    shutil.rmtree(paths.PROFILE.at("jit_scan", report_tree))
+    html, _ = _render(report_tree)
+    assert "No trace of jit_scan: run its 'profile' stage." in html
+    assert "No device-memory profile of jit_scan: run its 'profile' stage." in html
+    assert "<h3>jit: " in html and "<h3>jit_scan: " not in html
+
+
+def test_a_summary_of_another_variant_names_its_stage(report_tree: Path) -> None:
+    shutil.copy(paths.PROFILE.at("jit", report_tree) / "summary.json",
+                paths.PROFILE.at("nojit", report_tree) / "summary.json")
+    with pytest.raises(PipelineError, match=r"nojit/summary.json: holds variant 'jit', expected 'nojit'; re-run the"
+                                            r" 'profile@nojit' stage"):
+        render(load("params.yaml"), "params.yaml")
 
 
 def test_two_variants(report_tree: Path) -> None:
@@ -159,8 +209,10 @@ def test_a_missing_metrics_file_names_its_stage(report_tree: Path) -> None:
         ("data/processed/test_images.npy", "garbage", r"test_images.npy: corrupt or truncated.*'preprocess'"),
         ("data/raw/manifest.json", json.dumps({"dataset": "mnist"}), r"manifest.json: .*re-run the 'download'"),
         ("data/processed/stats.json", "[]", r"stats.json: .*re-run the 'preprocess'"),
-        ("reports/profile/summary.json", "[", r"summary.json: corrupt JSON.*'profile'"),
-        ("reports/profile/train_step.svg", "<svg", r"train_step.svg: not a readable SVG.*'profile'"),
+        ("reports/profile/jit/summary.json", "[", r"jit/summary.json: corrupt JSON.*'profile@jit'"),
+        ("reports/profile/jit_scan/evaluate.svg", "<svg", r"evaluate.svg: not a readable SVG.*'profile@jit_scan'"),
+        ("reports/profile/nojit/summary.json", json.dumps({"variant": "nojit"}),
+         r"nojit/summary.json: 'device': field required; re-run the 'profile@nojit' stage"),
     ],
 )
 def test_corrupt_inputs_name_the_file_and_the_stage(report_tree: Path, path: str, content: str,

@@ -81,7 +81,7 @@ def imported(tmp_path_factory) -> dict[str, set[str]]:
            "MNIST_PIPELINE_LOCK": str(tree / "lock")}
     commands = {"download": (["download", "--out", "data/raw2"], 1),  # stops at the mirror check, after imports
                 "preprocess": (["preprocess"], 0), "train": (["train", "--variant", "jit"], 0),
-                "evaluate": (["evaluate", "--variant", "jit"], 0), "profile": (["profile"], 0),
+                "evaluate": (["evaluate", "--variant", "jit"], 0), "profile": (["profile", "--variant", "jit"], 0),
                 "report": (["report"], 0)}
     found = {}
     for stage, (args, status) in commands.items():

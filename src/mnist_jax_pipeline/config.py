@@ -89,6 +89,8 @@ class TrainConfig(Section):
 
 class ProfileConfig(Section):
     top_allocations: Annotated[int, Field(ge=1, le=10_000)]
+    trace_steps: Annotated[int, Field(ge=1, le=1_000, description="training steps traced per variant (jit_scan:"
+                                      " the whole epochs that cover them)")]
 
 
 class Params(Section):
@@ -103,8 +105,6 @@ class Params(Section):
     def _consistent(self) -> Params:
         if len(set(self.variants)) != len(self.variants):
             raise ValueError("variants: a variant is listed twice; list each once")
-        if "jit" not in self.variants:
-            raise ValueError("variants must include jit (the profile stage profiles the jit model)")
         train_count, _ = split_sizes(SPLIT_SIZES[self.data.dataset]["train"], self.preprocess)
         if train_count < 1:
             raise ValueError(

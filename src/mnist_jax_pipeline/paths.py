@@ -28,7 +28,7 @@ class Artefact:
 
     path: str
     made_by: str
-    files: tuple[str, ...] = ()  # inside a folder: the files Snakemake declares
+    files: tuple[str, ...] = ()  # inside a folder: the files Snakemake declares ({variant}: a per-variant folder's)
     variant_files: tuple[str, ...] = ()  # inside a folder: one file per variant ('{variant}' in the name)
     folders: tuple[str, ...] = ()  # inside a folder: sub-folders Snakemake declares as directory()
     role: Literal["out", "metrics", "plots"] = "out"
@@ -51,6 +51,10 @@ class Artefact:
         """Paths of files inside this folder."""
         return [f"{self.path}/{name}" for name in names]
 
+    def files_at(self, variant: str, root: str | Path = ".") -> list[Path]:
+        """The declared files of one variant's folder (a per-variant folder artefact)."""
+        return [self.at(variant, root) / name.format(variant=variant) for name in self.files]
+
     def file_names(self, variants: tuple[str, ...]) -> list[str]:
         """The files of a folder, those named per variant included."""
         return list(self.files) + [name.format(variant=v) for name in self.variant_files for v in variants]
@@ -59,7 +63,7 @@ class Artefact:
 SPLITS = ("train", "val", "test")
 PROCESSED_FILES = tuple(f"{split}_{kind}.npy" for split in SPLITS for kind in ("images", "labels")) + ("stats.json",)
 SNAPSHOTS = ("init", "train_step", "evaluate")  # the profile stage's device-memory snapshots, in order
-FIGURES = ("dataset_samples", "class_balance", "training_curves", "epoch_times", "per_class_recall")
+FIGURES = ("dataset_samples", "class_balance", "training_curves", "epoch_times", "per_class_recall", "step_timeline")
 VARIANT_FIGURES = ("confusion", "misclassified")  # one of each per variant: confusion_<variant>.png
 
 RAW = Artefact("data/raw", "download", files=("manifest.json",), folders=("arrays", "idx", "tfds"))
@@ -73,8 +77,14 @@ EVAL_METRICS = Artefact("metrics/evaluate/{variant}.json", "evaluate", role="met
 EVAL_DETAILS = Artefact("metrics/evaluate/{variant}_details.json", "evaluate")
 CONFUSION = Artefact("plots/confusion/{variant}.csv", "evaluate", role="plots", in_git=True,
                      plot=Plot("actual", "predicted", "Confusion matrix ({variant})", template="confusion"))
-PROFILE = Artefact("reports/profile", "profile",
-                   files=tuple(f"{point}.prof" for point in SNAPSHOTS) + ("summary.json",))
+# The execution trace, laid out as jax.profiler writes it, with fixed names in place of its timestamped
+# session folder and host name (XProf and TensorBoard open `--logdir <profile folder>/trace`).
+TRACE_LOGDIR = "trace"
+TRACE_SESSION = f"{TRACE_LOGDIR}/plugins/profile/{{variant}}"
+TRACE_FILES = {"perfetto": "perfetto_trace.json.gz", "chrome": "host.trace.json.gz", "xplane": "host.xplane.pb"}
+PROFILE = Artefact("reports/profile/{variant}", "profile",
+                   files=tuple(f"{point}.prof" for point in SNAPSHOTS) + ("summary.json",)
+                   + tuple(f"{TRACE_SESSION}/{name}" for name in TRACE_FILES.values()))
 VARIANTS_HISTORY = Artefact("plots/variants.csv", "report", in_git=True)  # every variant's epochs, for DVC's overlays
 REPORT_HTML = Artefact("reports/report.html", "report")
 REPORT_MD = Artefact("reports/summary.md", "report")

@@ -23,7 +23,7 @@ from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
 
-from .artefacts.profile_summary import Allocation
+from .artefacts.profile_summary import Allocation, Executables, SnapshotDiff
 from .errors import PipelineError
 
 log = logging.getLogger(__name__)
@@ -121,27 +121,31 @@ def profile_class() -> type[message.Message]:
     return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{PACKAGE}.Profile"))
 
 
-def _corrupt(path: Path, why: str) -> PipelineError:
-    return PipelineError(f"{path}: {why}; re-run the 'profile' stage")
+class _Corrupt(Exception):
+    """A damaged profile; `summarize` adds the file and the stage to re-run."""
 
 
-def parse_profile(path: str | Path) -> Any:
+def _corrupt(path: Path, why: str) -> _Corrupt:
+    return _Corrupt(why)
+
+
+def parse_profile(path: str | Path, made_by: str = "profile") -> Any:
     """Parse a pprof file (gunzipped first when it starts with the gzip magic)."""
     path = Path(path)
     try:
         blob = path.read_bytes()
     except FileNotFoundError as err:
-        raise PipelineError(f"{path}: missing; run the 'profile' stage first") from err
+        raise PipelineError(f"{path}: missing; run the '{made_by}' stage first") from err
     if blob[:2] == b"\x1f\x8b":
         try:
             blob = gzip.decompress(blob)
         except (OSError, EOFError, zlib.error) as err:
-            raise _corrupt(path, f"corrupt or truncated gzip ({err})") from err
+            raise PipelineError(f"{path}: corrupt or truncated gzip ({err}); re-run the '{made_by}' stage") from err
     profile = profile_class()()
     try:
         profile.ParseFromString(blob)
     except message.DecodeError as err:
-        raise _corrupt(path, f"not a valid pprof profile ({err})") from err
+        raise PipelineError(f"{path}: not a valid pprof profile ({err}); re-run the '{made_by}' stage") from err
     return profile
 
 
@@ -163,8 +167,8 @@ def _value_indices(path: Path, profile: Any, table: list[str]) -> tuple[int, int
     types = [(_text(path, table, t.type), _text(path, table, t.unit)) for t in profile.sample_type]
     if any(want not in types for want in SAMPLE_TYPES):
         found = ", ".join(f"{t}/{u}" for t, u in types) or "none"
-        raise PipelineError(f"{path}: sample types are {found}, expected allocations/count and"
-                            " space/bytes (a JAX device-memory profile); re-run 'profile'")
+        raise _corrupt(path, f"sample types are {found}, expected allocations/count and space/bytes (a JAX"
+                             " device-memory profile)")
     return types.index(SAMPLE_TYPES[0]), types.index(SAMPLE_TYPES[1])
 
 
@@ -210,34 +214,75 @@ def origin(stack: list[str]) -> str | None:
 
 @dataclass(frozen=True)
 class Totals:
-    """A snapshot's totals and its samples, largest first."""
+    """A snapshot's totals, its device buffers (largest first) and its executables in one line."""
 
     total_bytes: int
     total_allocations: int
     samples: int
     top: list[Allocation]
+    executables: Executables | None
 
 
-def summarize(path: str | Path, limit: int | None = None) -> Totals:
-    """Totals of a snapshot and its `limit` largest samples: bytes, count, labels, stack (leaf
-    first) and origin (innermost frame of the caller's own code)."""
+def is_executable(row: Allocation) -> bool:
+    return row.labels.get("kind") == "executable"
+
+
+def samples(path: str | Path, made_by: str = "profile") -> list[Allocation]:
+    """Every sample of a snapshot: bytes, count, labels, stack (leaf first) and origin (innermost
+    frame of the caller's own code). A damaged file is one line naming `made_by`."""
     path = Path(path)
-    profile = parse_profile(path)
-    table = _strings(path, profile)
-    count_at, bytes_at = _value_indices(path, profile, table)
-    functions = {f.id: f for f in profile.function}
-    locations = {loc.id: loc for loc in profile.location}
-    rows: list[Allocation] = []
-    for sample in profile.sample:
-        if len(sample.value) <= max(count_at, bytes_at):
-            raise _corrupt(path, f"a sample has {len(sample.value)} values, expected"
-                                 f" {len(profile.sample_type)}")
-        stack = _stack(path, table, functions, locations, sample.location_id)
-        rows.append(Allocation(bytes=int(sample.value[bytes_at]), count=int(sample.value[count_at]),
-                               labels=_labels(path, table, sample.label), stack=stack, origin=origin(stack)))
-    rows.sort(key=lambda r: (-r.bytes, -r.count))
+    profile = parse_profile(path, made_by)
+    try:
+        table = _strings(path, profile)
+        count_at, bytes_at = _value_indices(path, profile, table)
+        functions = {f.id: f for f in profile.function}
+        locations = {loc.id: loc for loc in profile.location}
+        rows: list[Allocation] = []
+        for sample in profile.sample:
+            if len(sample.value) <= max(count_at, bytes_at):
+                raise _corrupt(path, f"a sample has {len(sample.value)} values, expected"
+                                     f" {len(profile.sample_type)}")
+            stack = _stack(path, table, functions, locations, sample.location_id)
+            rows.append(Allocation(bytes=int(sample.value[bytes_at]), count=int(sample.value[count_at]),
+                                   labels=_labels(path, table, sample.label), stack=stack, origin=origin(stack)))
+    except _Corrupt as err:
+        raise PipelineError(f"{path}: {err}; re-run the '{made_by}' stage") from err
+    return rows
+
+
+def _largest_first(rows: list[Allocation]) -> list[Allocation]:
+    return sorted(rows, key=lambda r: (-abs(r.bytes), -abs(r.count), r.stack))
+
+
+def summarize(path: str | Path, limit: int | None = None, made_by: str = "profile") -> Totals:
+    """Totals of a snapshot, its `limit` largest device buffers and its executables folded into one line."""
+    rows = samples(path, made_by)
+    executables = [r for r in rows if is_executable(r)]
+    buffers = _largest_first([r for r in rows if not is_executable(r)])
+    folded = Executables(samples=len(executables), count=sum(r.count for r in executables),
+                         bytes=sum(r.bytes for r in executables)) if executables else None
     return Totals(total_bytes=sum(r.bytes for r in rows), total_allocations=sum(r.count for r in rows),
-                  samples=len(rows), top=rows if limit is None else rows[:limit])
+                  samples=len(rows), top=buffers if limit is None else buffers[:limit], executables=folded)
+
+
+def diff(path: str | Path, base: str | Path, limit: int | None = None, made_by: str = "profile") -> SnapshotDiff:
+    """`path` minus `base`, sample by sample (matched on kind, device and stack, as pprof's -diff_base
+    matches them): what the later snapshot added, and what it no longer holds (negative)."""
+    def key(row: Allocation) -> tuple:
+        return (row.labels.get("kind"), row.labels.get("device"), tuple(row.stack))
+
+    now, before = samples(path, made_by), samples(base, made_by)
+    change: dict[tuple, list] = {}
+    for sign, rows in ((1, now), (-1, before)):
+        for row in rows:
+            entry = change.setdefault(key(row), [0, 0, row])
+            entry[0] += sign * row.bytes
+            entry[1] += sign * row.count
+    changed = [row.model_copy(update={"bytes": b, "count": c}) for b, c, row in change.values()
+               if (b or c) and not is_executable(row)]
+    changed = _largest_first(changed)
+    return SnapshotDiff(base=Path(base).stem, total_bytes=sum(r.bytes for r in now) - sum(r.bytes for r in before),
+                        rows=changed if limit is None else changed[:limit])
 
 
 def tools() -> dict[str, str | None]:
@@ -260,20 +305,26 @@ def _run_pprof(binary: str, args: list[str], home: Path) -> bytes | None:
     return done.stdout
 
 
-def render(prof: str | Path, out_dir: str | Path) -> list[str]:
-    """Write `<stem>.top.txt` (pprof -top) and `<stem>.svg` (pprof -svg, needs Graphviz) into
-    `out_dir`; return the names written. A missing or failing pprof only logs a warning."""
+def render(prof: str | Path, out_dir: str | Path, diff_base: str | Path | None = None) -> list[str]:
+    """Write `<stem>.top.txt` (pprof -top) and `<stem>.svg` (pprof -svg, needs Graphviz) into `out_dir`,
+    and with `diff_base` also `<stem>.diff.top.txt` and `<stem>.diff.svg` (-diff_base: what `prof`
+    added to it); return the names written. A missing or failing pprof only logs a warning."""
     prof, out_dir = Path(prof), Path(out_dir)
     found = tools()
     if found["pprof"] is None:
         return []
-    outputs = [("-top", f"{prof.stem}.top.txt")]
-    if found["dot"] is not None:
-        outputs.append(("-svg", f"{prof.stem}.svg"))
+    views: list[tuple[str, list[str]]] = [("", [])]
+    if diff_base is not None:
+        views.append((".diff", [f"-diff_base={diff_base}"]))
+    outputs = []
+    for suffix, extra in views:
+        outputs.append((["-top", *extra], f"{prof.stem}{suffix}.top.txt"))
+        if found["dot"] is not None:
+            outputs.append((["-svg", *extra], f"{prof.stem}{suffix}.svg"))
     written = []
     with tempfile.TemporaryDirectory(prefix="pprof-home-") as home:
-        for flag, name in outputs:
-            data = _run_pprof(found["pprof"], [flag, str(prof)], Path(home))
+        for flags, name in outputs:
+            data = _run_pprof(found["pprof"], [*flags, str(prof)], Path(home))
             if data:
                 (out_dir / name).write_bytes(data)
                 written.append(name)

@@ -1,12 +1,21 @@
-"""The profile stage: device-memory snapshots (pprof) of the trained jit model's three steps.
+"""The profile stage, per variant: an execution trace of its steady-state training steps and
+device-memory snapshots (pprof) of its model.
 
-On the default JAX device it replays (1) the parameter initialisation, (2) one training step
-on a real batch starting from the trained model, and (3) the evaluation of the test split.
-At each point the live arrays are blocked on, held, and snapshotted with
-`jax.profiler.save_device_memory_profile` into `<out>/<point>.prof` (gzipped pprof);
-`summary.json` holds the parsed totals, the largest allocations, what the largest one is in
-model terms, and the peak memory. With `pprof` on PATH each point is also rendered as
-`<point>.top.txt` and `<point>.svg`. The whole folder is replaced atomically.
+Trace: the variant's own loop is built on the training split from the trained model, compiled
+(not traced), run for a few warm-up calls, then `profile.trace_steps` training steps (jit_scan:
+the whole epochs that cover them) are traced with `jax.profiler`, each call inside a step
+annotation. The files keep jax.profiler's layout under `trace/` with fixed names, so
+`--logdir <folder>/trace` opens in XProf or TensorBoard and `perfetto_trace.json.gz` in
+ui.perfetto.dev; op_table.py parses the trace into the per-op table of summary.json.
+
+Snapshots: on the default JAX device it replays (1) the parameter initialisation, (2) one training
+step on a real batch starting from the trained model (compiled unless the variant runs op by op),
+and (3) the evaluation of the test split. At each point the live arrays are blocked on, held, and
+snapshotted with `jax.profiler.save_device_memory_profile` into `<point>.prof` (gzipped pprof);
+summary.json holds the parsed totals, the largest buffers, the executables in one line, the train
+step less init (what the step added), what the largest buffer is in model terms, and the peak
+memory. With `pprof` on PATH each point is also rendered as `<point>.top.txt` and `<point>.svg`
+(the train step also as `train_step.diff.*`, less init). The whole folder is replaced atomically.
 """
 
 from __future__ import annotations
@@ -15,6 +24,7 @@ import argparse
 import gc
 import itertools
 import logging
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,20 +33,30 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import paths, pprof
+from . import loops, op_table, paths, pprof, variants
 from .artefacts import storage
 from .artefacts.dataset import load_split
 from .artefacts.model_file import HostParams, layer_sizes_of, load_model
-from .artefacts.profile_summary import Allocation, PeakMemory, PprofTools, ProfileSummary, Snapshot
+from .artefacts.profile_summary import (
+    Allocation,
+    PeakMemory,
+    PprofTools,
+    ProfileSummary,
+    Snapshot,
+    Trace,
+)
 from .config import NUM_CLASSES, Params, load
 from .errors import PipelineError
 from .loops.base import TrainState, batch_bounds, epoch_order, make_optimizer, make_update
 from .model import MLPParams, batched_predict, init_params, one_hot
 from .runtime import exclusive, peak_rss_bytes
+from .train import loop_inputs
 
 log = logging.getLogger(__name__)
 
 POINTS = paths.SNAPSHOTS
+DIFF_BASE = {"train_step": "init"}  # snapshots shown less an earlier one: what the step added
+WARMUP_STEPS = 2  # untraced training steps (at least one call) before the traced ones
 Candidate = tuple[str, int, str]  # (expected_bytes key, bytes, what it is)
 
 
@@ -52,9 +72,9 @@ def _init_point(config: Params) -> dict[str, Any]:
     return {"params": init_params(m.layer_sizes, jax.random.PRNGKey(m.seed), m.init_scale)}
 
 
-def _train_point(config: Params, model: HostParams, images: np.ndarray,
-                 labels: np.ndarray) -> dict[str, Any]:
-    """One jitted update of the loaded model on the first batch of epoch 1."""
+def _train_point(config: Params, model: HostParams, images: np.ndarray, labels: np.ndarray,
+                 jit: bool) -> dict[str, Any]:
+    """One update of the loaded model on the first batch of epoch 1 (compiled, or op by op)."""
     cfg = config.train
     count = len(labels)
     optimizer = make_optimizer(cfg, len(batch_bounds(count, cfg.batch_size)))
@@ -64,7 +84,8 @@ def _train_point(config: Params, model: HostParams, images: np.ndarray,
     state = TrainState(params, optimizer.init(params))
     x = jax.device_put(images[index])
     y = one_hot(labels[index], NUM_CLASSES)
-    new_state = jax.jit(make_update(optimizer))(state, x, y)
+    update = make_update(optimizer)
+    new_state = (jax.jit(update) if jit else update)(state, x, y)
     return {"state": state, "images": x, "targets": y, "new_state": new_state}
 
 
@@ -81,12 +102,17 @@ def _snapshot(path: Path, live: Any) -> None:
     jax.profiler.save_device_memory_profile(str(path))
 
 
-def peak_memory(device: Any) -> PeakMemory:
-    """Device peak (GPU/TPU memory_stats) where the backend has one, else the process peak RSS."""
+def memory_stats(device: Any) -> dict[str, int] | None:
+    """The device's `memory_stats()` (GPU, TPU); None where the backend provides none (CPU)."""
     try:
         stats = device.memory_stats()
     except Exception:  # backends without memory stats raise various errors
-        stats = None
+        return None
+    return {str(k): int(v) for k, v in stats.items() if isinstance(v, int | float)} if stats else None
+
+
+def peak_memory(stats: dict[str, int] | None) -> PeakMemory:
+    """Device peak (GPU/TPU memory_stats) where the backend has one, else the process peak RSS."""
     if stats and "peak_bytes_in_use" in stats:
         return PeakMemory(bytes=int(stats["peak_bytes_in_use"]), source="device.memory_stats peak_bytes_in_use")
     return PeakMemory(bytes=peak_rss_bytes(), source="process peak RSS")
@@ -118,9 +144,14 @@ def _candidates(model: HostParams, batch: int, test: int) -> dict[str, list[Cand
     }
 
 
-def expected_bytes(candidates: dict[str, list[Candidate]], model: HostParams) -> dict[str, int]:
-    """Sizes of the model's arrays and of the data each point holds."""
-    sizes = {"params": int(sum(w.nbytes + b.nbytes for w, b in model))}
+def expected_bytes(candidates: dict[str, list[Candidate]], model: HostParams, state: TrainState,
+                   train_count: int) -> dict[str, int]:
+    """Sizes of the model's arrays, of the training state (parameters and optimizer state), of the
+    training split on the device (jit_scan holds it), and of the data each point holds."""
+    pixels = model[0][0].shape[1]
+    sizes = {"params": int(sum(w.nbytes + b.nbytes for w, b in model)),
+             "state": int(sum(np.asarray(leaf).nbytes for leaf in jax.tree.leaves(state))),
+             "train_images": train_count * pixels * 4, "train_targets": train_count * NUM_CLASSES * 4}
     for point in POINTS:
         sizes.update({key: int(size) for key, size, _ in candidates[point]})
     return sizes
@@ -163,53 +194,101 @@ def _check_shapes(config: Params, model_path: Path, model: HostParams, pixels: i
                             f" {pixels}; re-run '{made_by}'")
 
 
+def initial_state(config: Params, model: HostParams, train_count: int) -> TrainState:
+    """The trained model with a fresh optimizer state, as the device holds it."""
+    weights: MLPParams = [(jnp.asarray(w), jnp.asarray(b)) for w, b in model]
+    steps_per_epoch = len(batch_bounds(train_count, config.train.batch_size))
+    return TrainState(weights, make_optimizer(config.train, steps_per_epoch).init(weights))
+
+
+def trace(config: Params, variant: str, model: HostParams, images: np.ndarray, labels: np.ndarray,
+          out_dir: Path) -> Trace:
+    """Trace the variant's steady-state steps into `out_dir/trace` and parse the op table."""
+    spec = variants.get(variant)
+    loop = loops.build(spec, loop_inputs(config, images, labels))
+    state = jax.block_until_ready(loop.place(initial_state(config, model, len(labels))))
+    loop.compile(state)
+    per_call = loop.steps_per_call()
+    warmup, calls = math.ceil(WARMUP_STEPS / per_call), math.ceil(config.profile.trace_steps / per_call)
+    held = [state]
+
+    def call(index: int) -> None:
+        held[0] = jax.block_until_ready(loop.run_call(held[0], index))
+
+    for index in range(warmup):
+        call(index)
+    files = op_table.record(lambda i: call(warmup + i), calls, out_dir / paths.TRACE_LOGDIR, session=variant,
+                            python_tracer=spec.jit)
+    table = op_table.parse(op_table.load_events(files["perfetto"], paths.PROFILE.stage(variant)), loop.hlo_text())
+    return Trace(logdir=paths.TRACE_LOGDIR, files={role: path.relative_to(out_dir).as_posix()
+                                                   for role, path in sorted(files.items())},
+                 calls=calls, unit=loop.unit(), train_steps=calls * per_call, warmup_calls=warmup,
+                 python_tracer=spec.jit, table=table)
+
+
 def profile(params: Params, variant: str, processed_dir: str | Path, root: str | Path = ".") -> ProfileSummary:
-    """Run the profile stage: `<point>.prof` per point and summary.json; return the summary."""
+    """Run the profile stage of one variant: the trace, `<point>.prof` per point and summary.json."""
+    stage = paths.PROFILE.stage(variant)
+    spec = variants.get(variant)
     made_by, model_path = paths.MODEL.stage(variant), paths.MODEL.at(variant, root)
     model, _ = load_model(model_path, made_by)  # host arrays: each snapshot holds just its point's arrays
     train_x, train_y = load_split(processed_dir, "train")
     test_x, _ = load_split(processed_dir, "test")
     _check_shapes(params, model_path, model, train_x.shape[1], made_by)
+    if len(train_y) == 0:
+        raise PipelineError(f"{processed_dir}: the training split is empty; re-run the 'preprocess' stage")
     batch = min(params.train.batch_size, len(train_y))
     candidates = _candidates(model, batch, len(test_x))
     steps: dict[str, Callable[[], Any]] = {
         "init": lambda: _init_point(params),
-        "train_step": lambda: _train_point(params, model, train_x, train_y),
+        "train_step": lambda: _train_point(params, model, train_x, train_y, spec.jit),
         "evaluate": lambda: _evaluate_point(model, test_x),
     }
     device = jax.devices()[0]
     found = pprof.tools()
     points: dict[str, Snapshot] = {}
     rendered: list[str] = []
-    out_dir = Path(root) / paths.PROFILE.path
+    out_dir = paths.PROFILE.at(variant, root)
     with storage.atomic_dir(out_dir) as tmp:
+        gc.collect()  # device buffers of unreachable objects would show in the first snapshot
         for point, step in steps.items():
             live = step()
             _snapshot(tmp / f"{point}.prof", live)
             del live
             gc.collect()
-            totals = pprof.summarize(tmp / f"{point}.prof", params.profile.top_allocations)
-            points[point] = Snapshot(file=f"{point}.prof", total_bytes=totals.total_bytes,
-                                     total_allocations=totals.total_allocations, samples=totals.samples,
-                                     explanation=explain(totals, candidates[point]), top=totals.top)
-            rendered += pprof.render(tmp / f"{point}.prof", tmp)
-            log.info("profile %s: %s", point, points[point].explanation)
+            totals = pprof.summarize(tmp / f"{point}.prof", params.profile.top_allocations, stage)
+            base = DIFF_BASE.get(point)
+            points[point] = Snapshot(
+                file=f"{point}.prof", total_bytes=totals.total_bytes, total_allocations=totals.total_allocations,
+                samples=totals.samples, explanation=explain(totals, candidates[point]), top=totals.top,
+                executables=totals.executables,
+                diff=pprof.diff(tmp / f"{point}.prof", tmp / f"{base}.prof", params.profile.top_allocations, stage)
+                if base else None)
+            rendered += pprof.render(tmp / f"{point}.prof", tmp, tmp / f"{base}.prof" if base else None)
+            log.info("profile@%s %s: %s", variant, point, points[point].explanation)
         available = found["pprof"] is not None and found["dot"] is not None
         if not available:
             log.warning("pprof or Graphviz dot not on PATH; no .top.txt/.svg written. Install: %s",
                         pprof.INSTALL_HINT)
+        traced = trace(params, variant, model, train_x, train_y, tmp)
+        log.info("profile@%s: traced %d %s call(s)\n%s", variant, traced.calls, traced.unit,
+                 op_table.format_table(traced.table, top=12))
+        stats = memory_stats(device)
+        state = initial_state(params, model, len(train_y))
         summary = ProfileSummary(
-            device=str(device), device_kind=device.device_kind, backend=jax.default_backend(),
+            variant=variant, device=str(device), device_kind=device.device_kind, backend=jax.default_backend(),
             jax_version=jax.__version__, model=str(model_path), batch_size=batch, layer_sizes=layer_sizes_of(model),
-            expected_bytes=expected_bytes(candidates, model), points=points, peak_memory=peak_memory(device),
+            expected_bytes=expected_bytes(candidates, model, state, len(train_y)), points=points,
+            peak_memory=peak_memory(stats), memory_stats=stats,
             pprof=PprofTools(available=available, binary=found["pprof"], dot=found["dot"], rendered=rendered,
-                             install_hint=pprof.INSTALL_HINT))
+                             install_hint=pprof.INSTALL_HINT),
+            trace=traced)
         storage.write_model(tmp / "summary.json", summary)
     return summary
 
 
 def main(args: argparse.Namespace) -> None:
-    """`mnist-pipeline profile`: the jit model's device-memory snapshots."""
+    """`mnist-pipeline profile --variant V`: the variant's trace and device-memory snapshots."""
     params = load(args.params)
-    with exclusive("profile"):
+    with exclusive(paths.PROFILE.stage(args.variant)):
         profile(params, args.variant, args.processed, args.root)

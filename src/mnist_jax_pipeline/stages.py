@@ -40,7 +40,6 @@ class Stage:
     inputs: tuple[paths.Artefact, ...] = ()  # what upstream stages wrote
     per_variant: bool = False  # one stage per variant in params.yaml: `<name>@<variant>`
     data: tuple[str, ...] = ()  # package data it reads, relative to the package (folders or files)
-    uses_variant: str | None = None  # the variant whose per-variant inputs a stage of its own reads
 
     @property
     def outputs(self) -> tuple[paths.Artefact, ...]:
@@ -57,7 +56,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("train", "train", params=("model", "train"), inputs=(paths.PROCESSED,), per_variant=True),
     Stage("evaluate", "evaluate", params=(), inputs=(paths.PROCESSED, paths.MODEL), per_variant=True),
     Stage("profile", "profile", params=("model", "train", "profile"), inputs=(paths.PROCESSED, paths.MODEL),
-          uses_variant="jit"),
+          per_variant=True),
     Stage("report", "report", params=ALL_PARAMS, data=("report/templates",),
           inputs=(paths.RAW, paths.PROCESSED, paths.PROFILE, paths.TRAIN_METRICS, paths.TRAIN_RUN,
                   paths.TRAIN_HISTORY, paths.EVAL_METRICS, paths.EVAL_DETAILS)),
@@ -153,13 +152,11 @@ def _dvc_code(files: list[str], root: Path = CODE_ROOT) -> list[str]:
 
 def _dvc_path(artefact: paths.Artefact, consumer: Stage) -> str:
     """How a stage names an artefact in dvc.yaml: per-variant paths use `${item}` in a per-variant stage,
-    the bound variant in a stage that uses one, else their folder."""
+    else their folder."""
     if not artefact.per_variant:
         return artefact.path
     if consumer.per_variant:
         return artefact.path.replace("{variant}", "${item}")
-    if consumer.uses_variant:
-        return artefact.at(consumer.uses_variant).as_posix()
     return str(Path(artefact.path).parent)
 
 
@@ -240,8 +237,9 @@ def main(args: argparse.Namespace) -> None:
 def _snakemake_paths(artefact: paths.Artefact, consumer: Stage, variant_names: tuple[str, ...]) -> list[str]:
     """The files a stage declares for an artefact: `{variant}` stays a wildcard in a per-variant stage."""
     if artefact.per_variant and not consumer.per_variant:
-        chosen = (consumer.uses_variant,) if consumer.uses_variant else variant_names
-        return [artefact.at(v).as_posix() for v in chosen]
+        if artefact.files:  # a folder per variant: the files inside each
+            return [path.as_posix() for v in variant_names for path in artefact.files_at(v)]
+        return [artefact.at(v).as_posix() for v in variant_names]
     names = artefact.file_names(variant_names)
     return artefact.inside(*names) if names else [artefact.path]
 

@@ -1,4 +1,5 @@
-# profile (device memory of the jit model) -> report (HTML + Markdown, figures)
+# profile (one job per variant: execution trace and device memory, alone on the machine)
+# -> report (HTML + Markdown, figures)
 
 
 rule profile:
@@ -9,7 +10,9 @@ rule profile:
     params:
         values=stage_params("profile"),
     log:
-        "logs/profile.log",
+        "logs/profile_{variant}.log",
+    wildcard_constraints:
+        variant="|".join(VARIANTS),
     threads: workflow.cores
     shell:
         stage_command("profile")

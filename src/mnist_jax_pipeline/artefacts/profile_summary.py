@@ -1,10 +1,13 @@
-"""The profile stage's summary.json: the parsed device-memory snapshots and peak memory."""
+"""The profile stage's summary.json (one per variant): the parsed device-memory snapshots, the
+per-op table of the execution trace, and the device's memory figures."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from .. import paths
+from ..errors import PipelineError
 from . import storage
 from .record import Record
 
@@ -16,7 +19,25 @@ class Allocation(Record):
     count: int
     labels: dict[str, str | int]
     stack: list[str]  # 'function /path/file.py:line', innermost first
-    origin: str | None  # the innermost frame of the caller's own code
+    origin: str | None = None  # the innermost frame of the caller's own code (None: none of it)
+
+
+class Executables(Record):
+    """The compiled executables live at a snapshot, folded into one line (the CPU backend gives them
+    0 bytes: it does not report code size to the profiler)."""
+
+    samples: int
+    count: int
+    bytes: int
+
+
+class SnapshotDiff(Record):
+    """A snapshot minus an earlier one (pprof's -diff_base): what the step added. Rows are matched
+    by kind and stack, as pprof matches them; bytes and counts are signed."""
+
+    base: str  # the point subtracted, e.g. 'init'
+    total_bytes: int  # this snapshot's total minus the base's
+    rows: list[Allocation]  # largest change first (absolute bytes), executables left out
 
 
 class Snapshot(Record):
@@ -25,7 +46,9 @@ class Snapshot(Record):
     total_allocations: int
     samples: int
     explanation: str  # the largest allocation in model terms
-    top: list[Allocation]
+    top: list[Allocation]  # device buffers, largest first
+    executables: Executables | None = None  # absent when none was live
+    diff: SnapshotDiff | None = None
 
 
 class PeakMemory(Record):
@@ -35,13 +58,90 @@ class PeakMemory(Record):
 
 class PprofTools(Record):
     available: bool
-    binary: str | None
-    dot: str | None
+    binary: str | None = None  # None: not on PATH
+    dot: str | None = None
     rendered: list[str]
     install_hint: str
 
 
+class OpRow(Record):
+    """One op of the traced steps: an HLO instruction of the compiled step, or (op by op) one
+    executable. Times are summed over every traced step."""
+
+    op: str
+    count: int  # executions in the traced steps
+    self_us: float  # its events' duration less the op events nested in them
+    share: float  # self time / traced step time
+    wall_us: float  # start to completion, the tail of an asynchronous op included
+    flops: int | None = None  # per execution, for matrix products (counted from the compiled HLO)
+    gflops_per_s: float | None = None  # flops x count / wall time
+    hlo: str = ""  # shape and kind, e.g. '[128,512] fusion[kCustom:dot]'
+
+
+class MatmulTotals(Record):
+    """The matrix products of the traced steps together."""
+
+    ops: int
+    flops: int  # in all traced steps
+    self_us: float
+    wall_us: float
+    gflops_per_s: float  # flops / wall time
+
+
+class TimelineEvent(Record):
+    lane: str  # the thread it ran on
+    op: str
+    start_us: float  # from the window's start
+    end_us: float  # its event's end
+    done_us: float  # when it really finished (later than end_us for an asynchronous op)
+    matmul: bool
+
+
+class Timeline(Record):
+    """The op events of one step (the last traced; for a scanned epoch, one iteration in its middle)."""
+
+    title: str
+    duration_us: float
+    events: list[TimelineEvent]
+
+
+class OpTable(Record):
+    """Where the traced steps' time went, op by op."""
+
+    module: str | None = None  # the compiled step's HLO module; None: op by op, one row per executable
+    grouped_by: Literal["hlo_op", "hlo_module"]
+    steps: int  # traced calls (each inside a step annotation)
+    runs: int  # executable runs in them
+    step_us: float  # sum over the steps of first op start -> last op completion
+    annotated_us: float  # sum of the step annotations (the host's view: dispatch and waiting included)
+    self_us: float  # sum of every op's self time
+    busy_us: float  # time some op was running or finishing, summed over the steps
+    rows: list[OpRow]  # every op, by self time
+    matmul: MatmulTotals | None = None  # None: no matrix product identified (op-by-op code)
+    timeline: Timeline
+    threads: dict[str, int]  # op events per thread
+
+    @property
+    def self_share(self) -> float:
+        """Self-time sum / traced step time."""
+        return self.self_us / self.step_us if self.step_us else 0.0
+
+
+class Trace(Record):
+    """The execution trace the stage recorded (files relative to the variant's profile folder)."""
+
+    logdir: str  # open with XProf or TensorBoard: --logdir <profile folder>/<logdir>
+    files: dict[str, str]  # 'perfetto' (ui.perfetto.dev), 'chrome', 'xplane' (XProf) -> path
+    calls: int  # traced calls of the loop's unit
+    unit: str  # what one call runs: 'step' or 'epoch'
+    train_steps: int  # training steps the traced calls ran
+    warmup_calls: int  # untraced calls before (compilation is excluded too)
+    python_tracer: bool
+    table: OpTable
+
+
 class ProfileSummary(Record):
+    variant: str
     device: str
     device_kind: str
     backend: str
@@ -52,16 +152,22 @@ class ProfileSummary(Record):
     expected_bytes: dict[str, int]
     points: dict[str, Snapshot]
     peak_memory: PeakMemory
+    memory_stats: dict[str, int] | None = None  # device.memory_stats(), where the backend provides it
     pprof: PprofTools
+    trace: Trace
 
 
-def summary_path(profile_dir: str | Path = paths.PROFILE.path) -> Path:
-    return Path(profile_dir) / "summary.json"
+def summary_path(variant: str, root: str | Path = ".") -> Path:
+    return paths.PROFILE.at(variant, root) / "summary.json"
 
 
-def read_summary(profile_dir: str | Path = paths.PROFILE.path) -> ProfileSummary | None:
-    """The summary, or None when the profile stage has not run (the report says how to run it)."""
-    path = summary_path(profile_dir)
+def read_summary(variant: str, root: str | Path = ".") -> ProfileSummary | None:
+    """A variant's summary, or None when its profile stage has not run (the report says how to run it)."""
+    path = summary_path(variant, root)
     if not path.is_file():
         return None
-    return storage.read_model(path, ProfileSummary, paths.PROFILE.made_by)
+    summary = storage.read_model(path, ProfileSummary, paths.PROFILE.stage(variant))
+    if summary.variant != variant:
+        raise PipelineError(f"{path}: holds variant '{summary.variant}', expected '{variant}'; re-run the"
+                            f" '{paths.PROFILE.stage(variant)}' stage")
+    return summary

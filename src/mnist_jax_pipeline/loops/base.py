@@ -61,6 +61,23 @@ class TrainingLoop(Protocol):
         """XLA's memory and cost analysis of the compiled step (None: nothing compiled)."""
         ...
 
+    def unit(self) -> str:
+        """What one call of `run_call` runs: 'step' (one batch update) or 'epoch'."""
+        ...
+
+    def steps_per_call(self) -> int:
+        """Training steps one call of `run_call` runs."""
+        ...
+
+    def run_call(self, state: TrainState, index: int) -> TrainState:
+        """Call `index` (0-based) of the unit the loop repeats, as training runs it: the full batch
+        `index` of epoch 1 (wrapping round), or epoch `index + 1` (after `compile`)."""
+        ...
+
+    def hlo_text(self) -> str | None:
+        """The compiled unit's optimised HLO (None: nothing compiled)."""
+        ...
+
 
 def make_optimizer(config: TrainConfig, steps_per_epoch: int) -> optax.GradientTransformation:
     """Plain SGD by default (w - step_size * grad, as in the tutorial); momentum or Adam on request."""

@@ -82,3 +82,15 @@ class ScanLoop:
 
     def analysis(self) -> XlaAnalysis | None:
         return xla_analysis(self.executable) if self.executable is not None else None
+
+    def unit(self) -> str:
+        return "epoch"
+
+    def steps_per_call(self) -> int:
+        return -(-self.images.shape[0] // self.inputs.config.batch_size)
+
+    def run_call(self, state: TrainState, index: int) -> TrainState:
+        return self.run_epoch(state, index + 1)
+
+    def hlo_text(self) -> str | None:
+        return self.executable.as_text() if self.executable is not None else None

@@ -59,3 +59,19 @@ class StepLoop:
     def analysis(self) -> XlaAnalysis | None:
         """The analysis of the full-batch step (the first compiled), if compiled."""
         return xla_analysis(next(iter(self.executables.values()))) if self.executables else None
+
+    def unit(self) -> str:
+        return "step"
+
+    def steps_per_call(self) -> int:
+        return 1
+
+    def run_call(self, state: TrainState, index: int) -> TrainState:
+        """One update on a full batch of epoch 1, in data order (the partial last batch is left out)."""
+        size = max(stop - start for start, stop in self.bounds)
+        full = [(start, stop) for start, stop in self.bounds if stop - start == size]
+        start, stop = full[index % len(full)]
+        return self._step(size)(state, self.inputs.images[start:stop], self.inputs.targets[start:stop])
+
+    def hlo_text(self) -> str | None:
+        return next(iter(self.executables.values())).as_text() if self.executables else None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import math
+import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -17,14 +18,17 @@ from matplotlib import style as mpl_style
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
-from matplotlib.patches import Patch
+from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from .. import paths
 from ..artefacts.dataset import SplitStats, Stats
+from ..artefacts.profile_summary import Allocation, ProfileSummary
 from ..config import NUM_CLASSES
+from ..pprof import short_frame
 from .formatting import seconds
 from .inputs import Artefacts, VariantResults
+from .memory import icicle_rows
 
 DPI = 110
 SAMPLE_DIGITS = 40
@@ -284,6 +288,110 @@ def misclassified(v: VariantResults, images: np.ndarray) -> Figure:
     )
 
 
+def _ticks_us(value: float, _: object) -> str:
+    return "0" if value == 0 else f"{value / 1000:g} ms" if value >= 1000 else f"{value:g} µs"
+
+
+TIMELINE_LABELS = 3  # the longest events of a step are named on the figure
+
+
+def step_timeline(profiles: dict[str, ProfileSummary], order: Sequence[str]) -> Figure:
+    """One traced step per variant, op events by thread: matrix products red, other ops blue, and
+    a thin line from an asynchronous op's event end to when it really finished."""
+    shown = [name for name in order if name in profiles]
+    lanes = {name: sorted({e.lane for e in profiles[name].trace.table.timeline.events}) for name in shown}
+    heights = [max(len(lanes[name]), 1) * 0.42 + 0.75 for name in shown]
+    fig = Figure(figsize=(9, max(sum(heights), 1.2)), layout="constrained")
+    if not shown:
+        fig.text(0.5, 0.5, "no execution trace: run the profile stage", ha="center", va="center")
+        return fig
+    axes = np.atleast_1d(fig.subplots(len(shown), 1, gridspec_kw={"height_ratios": heights}))
+    for ax, name in zip(axes, shown, strict=True):
+        timeline = profiles[name].trace.table.timeline
+        rows = {lane: i for i, lane in enumerate(lanes[name])}
+        for event in timeline.events:
+            y = rows[event.lane]
+            color = "C3" if event.matmul else "C0"
+            ax.barh(y, max(event.end_us - event.start_us, 0.0), left=event.start_us, height=0.6, color=color,
+                    edgecolor="white", linewidth=0.3)
+            if event.done_us > event.end_us:
+                ax.plot([event.end_us, event.done_us], [y, y], color=color, linewidth=0.8, alpha=0.6)
+        longest = sorted(timeline.events, key=lambda e: (-(e.end_us - e.start_us), e.op))[:TIMELINE_LABELS]
+        for event in longest:
+            # named where the name fits in its box (about 3.8 pt per character on a ~520 pt wide axis)
+            width_pt = (event.end_us - event.start_us) / max(timeline.duration_us, 1e-9) * 520
+            if width_pt > 3.8 * len(event.op):
+                ax.text((event.start_us + event.end_us) / 2, rows[event.lane], event.op, ha="center", va="center",
+                        fontsize=6.5, color="white", clip_on=True)
+        ax.set(yticks=range(len(rows)), yticklabels=list(rows), xlim=(0, max(timeline.duration_us, 1.0)),
+               ylim=(len(rows) - 0.5, -0.5), title=f"{name}: {timeline.title}", xlabel="time from the window's start")
+        ax.xaxis.set_major_formatter(FuncFormatter(_ticks_us))
+        ax.grid(axis="y", visible=False)
+    handles = [Patch(color="C3", label="matrix product"), Patch(color="C0", label="other op")]
+    fig.legend(handles=handles, loc="outside upper right", ncols=2, fontsize=8)
+    return fig
+
+
+ICICLE_DEPTH = 10  # stack levels drawn below the frames every allocation shares
+
+
+def _frame_color(name: str) -> str:
+    return f"C{zlib.crc32(name.encode()) % 10}"
+
+
+def icicle(rows: Sequence[Allocation], title: str) -> Figure:
+    """The live bytes by call stack, root at the top, each frame as wide as the bytes below it. The
+    frames every stack shares are left out but the last (the first row is where the stacks part),
+    and at most ICICLE_DEPTH levels are drawn."""
+    stacks = [([short_frame(f) for f in reversed(r.stack)], r.bytes) for r in rows if r.bytes > 0]
+    total = sum(size for _, size in stacks)
+    shared = 0
+    while stacks and all(len(s) > shared + 1 for s, _ in stacks) and len({s[shared] for s, _ in stacks}) == 1:
+        shared += 1
+    first = max(shared - 1, 0)
+    paths_ = sorted(((tuple(s[first:first + ICICLE_DEPTH]), size) for s, size in stacks), key=lambda p: p[0])
+    depth = max((len(p) for p, _ in paths_), default=1)
+    fig = Figure(figsize=(9, 0.8 + 0.3 * depth), layout="constrained")
+    ax = fig.subplots()
+    ax.set_axis_off()
+    ax.set_title(f"{title} ({total:,} bytes)")
+    if not total:
+        ax.text(0.5, 0.5, "no device buffers", ha="center", va="center", transform=ax.transAxes)
+        return fig
+    for level in range(depth):
+        x = 0.0
+        spans: list[tuple[tuple[str, ...], float, float]] = []  # (prefix, start, width)
+        for path, size in paths_:
+            if len(path) > level:
+                prefix = path[: level + 1]
+                if spans and spans[-1][0] == prefix and math.isclose(spans[-1][1] + spans[-1][2], x):
+                    spans[-1] = (prefix, spans[-1][1], spans[-1][2] + size)
+                else:
+                    spans.append((prefix, x, size))
+            x += size
+        for prefix, start, width in spans:
+            ax.add_patch(Rectangle((start / total, level + 0.04), width / total, 0.92, linewidth=0.5,
+                                   facecolor=_frame_color(prefix[-1]), edgecolor="white", alpha=0.75))
+            if width / total > 0.07:
+                label = prefix[-1] if len(prefix[-1]) * 0.0075 < width / total else prefix[-1].split(" ")[0]
+                ax.text((start + width / 2) / total, level + 0.5, label, ha="center", va="center", fontsize=6.5,
+                        clip_on=True)
+    ax.set(xlim=(0, 1), ylim=(depth, 0))
+    return fig
+
+
+def draw_icicles(art: Artefacts, wanted: Sequence[tuple[str, str]]) -> dict[tuple[str, str], bytes]:
+    """Icicle PNGs of the (variant, snapshot) pairs that have no pprof call graph."""
+    out = {}
+    with mpl_style.context(["default", STYLE]):
+        for variant, point in wanted:
+            snapshot = art.profiles[variant].points[point]
+            rows = icicle_rows(snapshot)
+            what = f"{point} less {snapshot.diff.base}: what the step added" if snapshot.diff else point
+            out[(variant, point)] = png_bytes(icicle(rows, f"{variant}, {what}: live bytes by call stack"))
+    return out
+
+
 def draw_all(art: Artefacts) -> dict[str, bytes]:
     """Every figure of the report (paths.REPORT_FIGURES) as PNG bytes, by file name."""
     variants = art.variants
@@ -293,6 +401,7 @@ def draw_all(art: Artefacts) -> dict[str, bytes]:
         "training_curves": lambda: training_curves(variants),
         "epoch_times": lambda: epoch_times(variants),
         "per_class_recall": lambda: per_class_recall(variants),
+        "step_timeline": lambda: step_timeline(art.profiles, [v.name for v in variants]),
     }
     per_variant: dict[str, Callable[[VariantResults], Figure]] = {
         "confusion": confusion,

@@ -27,6 +27,18 @@ def seconds(value: Any) -> str:
     return f"{_three_digits(value * 1000)} ms" if abs(value) < 1 else f"{_three_digits(value)} s"
 
 
+def micros(value: Any) -> str:
+    """Microseconds with three significant digits; milliseconds from 1000 µs, seconds from 1000 ms."""
+    if value is None:
+        return MISSING
+    value = float(value)
+    if abs(value) >= 1e6:
+        return f"{_three_digits(value / 1e6)} s"
+    if abs(value) >= 1e3:
+        return f"{_three_digits(value / 1e3)} ms"
+    return f"{_three_digits(value)} µs"
+
+
 def size(value: Any) -> str:
     """Bytes in binary units: 1536 -> '1.5 KiB'."""
     if value is None:
@@ -52,6 +64,7 @@ def thousands(value: Any) -> str:
 FILTERS = {
     "percent": percent,
     "seconds": seconds,
+    "micros": micros,
     "size": size,
     "ratio": ratio,
     "thousands": thousands,

@@ -1,7 +1,7 @@
 """Every artefact the report shows, read through its typed format (artefacts/).
 
 A missing input names the stage that makes it; a corrupt or mistyped one names the file and
-the stage to re-run. The profile summary is optional: without it the report says how to make it.
+the stage to re-run. The profile summaries are optional: without one the report says how to make it.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ class Artefacts:
     stats: Stats
     test_images: np.ndarray  # (N, 28, 28) float32, as preprocessed
     variants: tuple[VariantResults, ...]
-    profile: ProfileSummary | None  # None when the profile stage's summary is missing
-    profile_dir: Path
+    profiles: dict[str, ProfileSummary]  # by variant; a variant whose profile stage has not run is absent
+    root: Path  # the project folder the artefacts were read from
 
 
 def read_variant(variant: str, test_count: int, root: str | Path = ".") -> VariantResults:
@@ -68,6 +68,6 @@ def read_all(variants: tuple[str, ...], root: str | Path = ".") -> Artefacts:
         stats=read_stats(root / paths.PROCESSED.path),
         test_images=test_images,
         variants=tuple(read_variant(v, len(test_images), root) for v in variants),
-        profile=read_summary(root / paths.PROFILE.path),
-        profile_dir=root / paths.PROFILE.path,
+        profiles={v: summary for v in variants if (summary := read_summary(v, root)) is not None},
+        root=root,
     )

@@ -1,6 +1,8 @@
-"""The memory section: the profile stage's summary (typed, artefacts/profile_summary.py) and its
-call graphs. Without a summary the report says how to make one. Call graphs (`<point>.svg`)
-are cleaned of scripts, event handlers and links, given a fixed size, and inlined as `data:` URIs.
+"""The memory and trace sections: the profile stage's summaries (typed, artefacts/profile_summary.py),
+their call graphs, and XLA's analysis of each compiled step (the train stage's metrics). Without a
+summary the report says how to make one. Call graphs (`<point>.svg`, the train step's
+`train_step.diff.svg`) are cleaned of scripts, event handlers and links, given a fixed size, and
+inlined as `data:` URIs; without them the report draws an icicle of the stacks itself.
 """
 
 from __future__ import annotations
@@ -11,15 +13,21 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..artefacts.profile_summary import Allocation, ProfileSummary, Snapshot
+from .. import paths, variants
+from ..artefacts.profile_summary import Allocation, OpRow, ProfileSummary, Snapshot
+from ..artefacts.training import XlaAnalysis
 from ..errors import PipelineError
 from ..paths import SNAPSHOTS
 from ..pprof import INSTALL_HINT, short_frame
+from .inputs import Artefacts
 
 SVG_NS = "http://www.w3.org/2000/svg"
 XLINK_NS = "http://www.w3.org/1999/xlink"
 _EXTERNAL_URL = re.compile(r"url\(\s*['\"]?\s*(?!#)", re.IGNORECASE)
 _UNSAFE_TAGS = {"script", "foreignObject", "iframe"}
+
+
+TOP_OPS = 12  # rows of each op table shown; the rest are summed in one line
 
 
 @dataclass(frozen=True)
@@ -40,16 +48,68 @@ class SnapshotView:
     total_allocations: int
     top: list[AllocationRow]
     explanation: str
-    call_graph: str | None  # data: URI of the cleaned SVG
+    executables: tuple[int, int] | None  # (live executables, their bytes), folded into one line
+    diff_base: str | None  # the snapshot subtracted in `diff`
+    diff_total: int | None
+    diff: list[AllocationRow]
+    call_graph: str | None  # data: URI of the cleaned pprof SVG (of the difference, when there is one)
+    icicle: str | None = None  # data: URI of the report's own icicle PNG, when there is no call graph
+
+
+@dataclass(frozen=True)
+class TraceView:
+    """One variant's op table and where its trace files are."""
+
+    variant: str
+    unit: str
+    calls: int
+    train_steps: int
+    module: str | None
+    step_us: float
+    annotated_us: float
+    self_share: float
+    busy_share: float
+    rows: list[OpRow]
+    rest: tuple[int, float, float] | None  # (ops, self time, share) of the rows not shown
+    matmul_share: float | None
+    matmul_gflops: float | None
+    logdir: str
+    perfetto: str
+
+
+@dataclass(frozen=True)
+class VariantMemory:
+    name: str
+    device: str
+    backend: str
+    peak_bytes: int
+    peak_source: str
+    memory_stats: dict[str, int] | None
+    pprof_available: bool
+    install_hint: str
+    snapshots: list[SnapshotView]
+    trace: TraceView
+
+
+@dataclass(frozen=True)
+class XlaRow:
+    """XLA's analysis of one variant's compiled step, and what its arguments are in model terms."""
+
+    name: str
+    unit: str
+    xla: XlaAnalysis
+    arguments: str  # what the argument bytes are, checked against the profile's sizes
+    matches: bool | None  # None: no profile to check against
+    note: str
 
 
 @dataclass(frozen=True)
 class MemoryView:
-    present: bool  # summary.json exists
-    snapshots: list[SnapshotView] = field(default_factory=list)
-    device: str | None = None
-    backend: str | None = None
-    peak_bytes: int | None = None
+    present: bool  # at least one profile summary exists
+    variants: list[VariantMemory] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)  # variants without a profile summary
+    xla: list[XlaRow] = field(default_factory=list)
+    peak_bytes: int | None = None  # the largest peak over the profiles
     peak_source: str | None = None
     pprof_available: bool = False
     install_hint: str = INSTALL_HINT
@@ -115,14 +175,12 @@ def clean_svg(text: str) -> str:
     return ET.tostring(root, encoding="unicode")
 
 
-def svg_data_uri(path: Path) -> str:
-    """The cleaned SVG at `path` as a base64 data URI; a corrupt file names the profile stage."""
+def svg_data_uri(path: Path, made_by: str = "profile") -> str:
+    """The cleaned SVG at `path` as a base64 data URI; a corrupt file names the stage that wrote it."""
     try:
         cleaned = clean_svg(path.read_text())
     except (ET.ParseError, ValueError, UnicodeDecodeError) as err:
-        raise PipelineError(
-            f"{path}: not a readable SVG ({err}); re-run the 'profile' stage"
-        ) from err
+        raise PipelineError(f"{path}: not a readable SVG ({err}); re-run the '{made_by}' stage") from err
     return "data:image/svg+xml;base64," + base64.b64encode(cleaned.encode()).decode("ascii")
 
 
@@ -138,9 +196,33 @@ def _row(allocation: Allocation) -> AllocationRow:
     )
 
 
-def _snapshot(name: str, snapshot: Snapshot, profile_dir: Path) -> SnapshotView:
-    graph = profile_dir / f"{name}.svg"
-    safe_name = Path(name).name == name and not name.startswith(".")
+def call_graph_file(profile_dir: Path, name: str, snapshot: Snapshot) -> Path | None:
+    """The pprof SVG the report shows for a snapshot (its difference from the base, if it has one)."""
+    if Path(name).name != name or name.startswith("."):
+        return None
+    for stem in ([f"{name}.diff"] if snapshot.diff else []) + [name]:
+        path = profile_dir / f"{stem}.svg"
+        if path.is_file():
+            return path
+    return None
+
+
+def icicle_rows(snapshot: Snapshot) -> list[Allocation]:
+    """The buffers an icicle of the snapshot shows: what it added to its base, or what it holds."""
+    rows = snapshot.diff.rows if snapshot.diff else snapshot.top
+    return [row for row in rows if row.bytes > 0]
+
+
+def missing_graphs(art: Artefacts) -> list[tuple[str, str]]:
+    """(variant, snapshot) pairs without a pprof call graph: the report draws their icicles."""
+    return [(variant, name) for variant, summary in art.profiles.items()
+            for name, snapshot in summary.points.items()
+            if call_graph_file(paths.PROFILE.at(variant, art.root), name, snapshot) is None
+            and icicle_rows(snapshot)]
+
+
+def _snapshot(name: str, snapshot: Snapshot, profile_dir: Path, made_by: str, icicle: str | None) -> SnapshotView:
+    graph = call_graph_file(profile_dir, name, snapshot)
     return SnapshotView(
         name=name,
         file=snapshot.file,
@@ -148,22 +230,83 @@ def _snapshot(name: str, snapshot: Snapshot, profile_dir: Path) -> SnapshotView:
         total_allocations=snapshot.total_allocations,
         top=[_row(row) for row in snapshot.top],
         explanation=snapshot.explanation,
-        call_graph=svg_data_uri(graph) if safe_name and graph.is_file() else None,
+        executables=(snapshot.executables.count, snapshot.executables.bytes) if snapshot.executables else None,
+        diff_base=snapshot.diff.base if snapshot.diff else None,
+        diff_total=snapshot.diff.total_bytes if snapshot.diff else None,
+        diff=[_row(row) for row in snapshot.diff.rows] if snapshot.diff else [],
+        call_graph=svg_data_uri(graph, made_by) if graph else None,
+        icicle=None if graph else icicle,
     )
 
 
-def memory_view(summary: ProfileSummary | None, profile_dir: Path) -> MemoryView:
-    """What the memory section shows; without a summary, an empty view with the install hint."""
+def _trace(variant: str, summary: ProfileSummary) -> TraceView:
+    trace, table = summary.trace, summary.trace.table
+    rest = table.rows[TOP_OPS:]
+    step = table.step_us or 1.0
+    return TraceView(
+        variant=variant, unit=trace.unit, calls=trace.calls, train_steps=trace.train_steps, module=table.module,
+        step_us=table.step_us, annotated_us=table.annotated_us, self_share=table.self_share,
+        busy_share=table.busy_us / step, rows=table.rows[:TOP_OPS],
+        rest=(len(rest), sum(r.self_us for r in rest), sum(r.share for r in rest)) if rest else None,
+        matmul_share=table.matmul.self_us / step if table.matmul else None,
+        matmul_gflops=table.matmul.gflops_per_s if table.matmul else None,
+        logdir=(Path(paths.PROFILE.at(variant)) / trace.logdir).as_posix(),
+        perfetto=(Path(paths.PROFILE.at(variant)) / trace.files["perfetto"]).as_posix(),
+    )
+
+
+def _arguments(name: str, xla: XlaAnalysis, summary: ProfileSummary | None) -> tuple[str, bool | None]:
+    """What a compiled step's arguments are, and whether XLA's argument bytes are exactly that."""
+    scan = variants.get(name).loop == "ScanLoop"
+    parts = (("state", "training state"), ("train_images", "training images"), ("train_targets", "one-hot targets")) \
+        if scan else (("state", "training state"), ("batch_images", "batch images"), ("batch_targets", "batch targets"))
     if summary is None:
-        return MemoryView(present=False)
-    names = [p for p in SNAPSHOTS if p in summary.points] + sorted(p for p in summary.points if p not in SNAPSHOTS)
+        return " + ".join(label for _, label in parts), None
+    sizes = [summary.expected_bytes.get(key) for key, _ in parts]
+    if any(size is None for size in sizes):
+        return " + ".join(label for _, label in parts), None
+    text = " + ".join(f"{label} {size:,}" for (_, label), size in zip(parts, sizes, strict=True))
+    return text, sum(size or 0 for size in sizes) == xla.argument_bytes
+
+
+def _xla_rows(art: Artefacts) -> list[XlaRow]:
+    rows = []
+    for v in art.variants:
+        if v.train.xla is None:
+            continue
+        spec = variants.get(v.name)
+        arguments, matches = _arguments(v.name, v.train.xla, art.profiles.get(v.name))
+        scan = spec.loop == "ScanLoop"
+        note = ("the state is donated: its buffers are reused for the output (alias); XLA's cost analysis"
+                " counts the scanned body once, not once per step, so its FLOPs are not the epoch's"
+                if scan else "one compiled update of a full batch; nothing donated")
+        rows.append(XlaRow(name=v.name, unit="epoch" if scan else "step", xla=v.train.xla, arguments=arguments,
+                           matches=matches, note=note))
+    return rows
+
+
+def memory_view(art: Artefacts, icicles: dict[tuple[str, str], str] | None = None) -> MemoryView:
+    """What the memory and trace sections show; without summaries, an empty view with the install hint."""
+    icicles = icicles or {}
+    shown: list[VariantMemory] = []
+    for v in art.variants:
+        summary = art.profiles.get(v.name)
+        if summary is None:
+            continue
+        made_by = paths.PROFILE.stage(v.name)
+        profile_dir = paths.PROFILE.at(v.name, art.root)
+        names = [p for p in SNAPSHOTS if p in summary.points] + sorted(p for p in summary.points if p not in SNAPSHOTS)
+        shown.append(VariantMemory(
+            name=v.name, device=summary.device_kind or summary.device, backend=summary.backend,
+            peak_bytes=summary.peak_memory.bytes, peak_source=summary.peak_memory.source,
+            memory_stats=summary.memory_stats, pprof_available=summary.pprof.available,
+            install_hint=summary.pprof.install_hint,
+            snapshots=[_snapshot(n, summary.points[n], profile_dir, made_by, icicles.get((v.name, n))) for n in names],
+            trace=_trace(v.name, summary)))
+    peak = max(shown, key=lambda m: m.peak_bytes, default=None)
     return MemoryView(
-        present=True,
-        snapshots=[_snapshot(name, summary.points[name], profile_dir) for name in names],
-        device=summary.device_kind or summary.device,
-        backend=summary.backend,
-        peak_bytes=summary.peak_memory.bytes,
-        peak_source=summary.peak_memory.source,
-        pprof_available=summary.pprof.available,
-        install_hint=summary.pprof.install_hint,
-    )
+        present=bool(shown), variants=shown, missing=[v.name for v in art.variants if v.name not in art.profiles],
+        xla=_xla_rows(art), peak_bytes=peak.peak_bytes if peak else None,
+        peak_source=peak.peak_source if peak else None,
+        pprof_available=any(m.pprof_available for m in shown) if shown else False,
+        install_hint=shown[0].install_hint if shown else INSTALL_HINT)

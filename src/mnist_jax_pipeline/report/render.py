@@ -20,10 +20,10 @@ from ..artefacts import storage
 from ..artefacts.dataset import Stats
 from ..artefacts.training import VariantEpoch
 from ..config import NUM_CLASSES, Params, load
-from .figures import SAMPLE_DIGITS, draw_all, ordered_splits
+from .figures import SAMPLE_DIGITS, draw_all, draw_icicles, ordered_splits
 from .formatting import FILTERS
 from .inputs import Artefacts, VariantResults, read_all
-from .memory import memory_view
+from .memory import memory_view, missing_graphs
 from .provenance import collect
 
 log = logging.getLogger(__name__)
@@ -84,8 +84,13 @@ def _class_rows(stats: Stats) -> tuple[list[str], list[dict[str, Any]]]:
     return splits, rows
 
 
+def _uri(png: bytes) -> str:
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+
+
 def context(
-    art: Artefacts, params: Params, params_path: str, figures: dict[str, str]
+    art: Artefacts, params: Params, params_path: str, figures: dict[str, str],
+    icicles: dict[tuple[str, str], str] | None = None,
 ) -> dict[str, Any]:
     """Everything both templates show."""
     ratios = speedups(art.variants)
@@ -106,7 +111,7 @@ def context(
         "faster": [row for row in rows if baseline is not None and row is not baseline],
         "device": rows[0]["device"],
         "peak_rss": max(v.train.peak_rss_bytes for v in art.variants),
-        "memory": memory_view(art.profile, art.profile_dir),
+        "memory": memory_view(art, icicles),
         "figures": figures,
         "provenance": collect(params.digest(), params_path, art.manifest),
         "params_json": json.dumps(params.to_dict(), indent=2, sort_keys=True),
@@ -120,11 +125,9 @@ def render(params: Params, params_path: str) -> None:
     """
     art = read_all(params.variants)
     pngs = draw_all(art)
-    uris = {
-        name: "data:image/png;base64," + base64.b64encode(data).decode("ascii")
-        for name, data in pngs.items()
-    }
-    values = context(art, params, params_path, uris)
+    uris = {name: _uri(data) for name, data in pngs.items()}
+    icicles = {key: _uri(data) for key, data in draw_icicles(art, missing_graphs(art)).items()}  # inlined only
+    values = context(art, params, params_path, uris, icicles)
     html = environment(autoescape=True).get_template("report.html.j2").render(values)
     summary = environment(autoescape=False).get_template("summary.md.j2").render(values)
     with storage.atomic_dir(paths.REPORT_FIGURES.path) as tmp:

@@ -110,6 +110,12 @@ def _stop(signum: int, frame: object) -> None:
 
 
 _stopping = False
+
+
+def _unraisable(unraisable: sys.UnraisableHookArgs) -> None:
+    """Say nothing of a stop dropped in a garbage-collection callback: its signal comes again."""
+    if not isinstance(unraisable.exc_value, Stopped):
+        sys.__unraisablehook__(unraisable)
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -130,6 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for noisy in ("absl", "jax._src", "matplotlib", "PIL", "tensorflow"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     previous = {sig: signal.signal(sig, _stop) for sig in STOP_SIGNALS}
+    sys.unraisablehook = _unraisable
     try:
         module_name, _, function = COMMANDS[args.command].module.partition(":")
         module = importlib.import_module(f"{__package__}.{module_name}")
@@ -152,6 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        sys.unraisablehook = sys.__unraisablehook__
     return 0
 
 

@@ -56,6 +56,13 @@ def test_bad_values_give_one_line_naming_the_key(key, value, expected):
     assert "\n" not in message
 
 
+def test_the_time_to_accuracy_preset_is_a_valid_params_file():
+    """Every key is required, so a valid preset is a complete params.yaml."""
+    preset = load(ROOT / "presets" / "time-to-accuracy.yaml")
+    assert preset.model.layer_sizes == (784, 512, 512, 10) and preset.variants == ("jit", "jit_scan")
+    assert (preset.train.epochs, preset.train.batch_size, preset.preprocess.validation_fraction) == (3, 256, 0.0)
+
+
 def test_unknown_key_is_named_with_the_allowed_ones():
     raw = with_change("train.learning_rate", 0.1)
     with pytest.raises(PipelineError, match=r"unknown key 'train.learning_rate'; allowed keys here: batch_size"):

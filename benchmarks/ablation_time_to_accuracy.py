@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_time_to_accuracy as tta  # noqa: E402
 
 from mnist_jax_pipeline.artefacts.storage import write_json  # noqa: E402
+from mnist_jax_pipeline.loops.base import batch_bounds  # noqa: E402
 from mnist_jax_pipeline.runtime import device_info  # noqa: E402
 
 VALIDATION = {"preprocess.validation_fraction": 0.1666667}  # 10,000 of the 60,000 training examples
@@ -85,12 +86,12 @@ def markdown(report: dict[str, Any]) -> str:
         " configurations in one process. Seconds: training only (compile apart), median and range over the"
         " seeds; the machine is shared, so compare times within this table and read the 1-minute load.",
         "",
-        "| configuration | group | epochs | batch | val mean % | val min % | train s median (range) | load |",
-        "|---|---|---|---|---|---|---|---|",
+        "| configuration | group | epochs | batch | steps | val mean % | val min % | train s median (range) | load |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in report["rows"]:
         low, high = row["train_seconds_range"]
-        lines.append(f"| {row['name']} | {row['group']} | {row['epochs']} | {row['batch_size']} |"
+        lines.append(f"| {row['name']} | {row['group']} | {row['epochs']} | {row['batch_size']} | {row['steps']} |"
                      f" {100 * row['mean_validation_accuracy']:.2f} | {100 * row['min_validation_accuracy']:.2f} |"
                      f" {row['seconds_to_target']:.2f} ({low:.2f}-{high:.2f}) |"
                      f" {min(row['loads']):.1f}-{max(row['loads']):.1f} |")
@@ -104,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="comma-separated row numbers to run (default: all)")
     parser.add_argument("--synthetic", action="store_true")
     parser.add_argument("--examples", type=int, default=None)
+    parser.add_argument("--raw", type=Path, help="the download stage's output folder (data/raw)")
     parser.add_argument("--json-output", type=Path)
     parser.add_argument("--markdown-output", type=Path)
     args = parser.parse_args(argv)
@@ -120,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
             params = tta.seeded(with_changes(raw, changes), seed, source)
             key = params.preprocess.model_dump_json()
             if key not in data:
-                data[key] = tta.prepare(params, args.synthetic, args.examples)
+                data[key] = tta.prepare(params, args.synthetic, args.examples, args.raw)
             result = tta.run_seed(params, data[key])
             runs[i].append(result)
             print(f"seed {seed} [{i}] {name}: {100 * result['accuracy']:.2f}% {result['train_seconds']:.3f} s"
@@ -130,14 +132,16 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for i, name, group, changes in configs:
         params = tta.seeded(with_changes(raw, changes), seeds[0], source)
+        steps = len(batch_bounds(len(first.train_labels), params.train.batch_size)) * params.train.epochs
         rows.append({"name": name, "group": group, "changes": changes, "epochs": params.train.epochs,
-                     "batch_size": params.train.batch_size,
+                     "batch_size": params.train.batch_size, "steps": steps,
                      **tta.summary(runs[i], "val", tta.TARGET),
                      "loads": [r["load_1min"] for r in runs[i]],
                      "per_seed": [tta.rounded(r) for r in runs[i]]})
     report = {
         "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "command": "python benchmarks/ablation_time_to_accuracy.py" + (f" --only {args.only}" if args.only else ""),
+        "command": "python benchmarks/ablation_time_to_accuracy.py" + (" --raw data/raw" if args.raw else "")
+                   + (f" --only {args.only}" if args.only else ""),
         "params_file": source, "evaluated_on": "val", "seed_list": seeds, "data": first.source,
         "train_examples": len(first.train_labels), "eval_examples": len(first.eval_labels),
         "device": info["device_kind"], "host_cpu_count": info["host_cpu_count"],

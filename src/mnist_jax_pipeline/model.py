@@ -95,7 +95,7 @@ def smoothed_targets(targets: jax.Array, smoothing: float) -> jax.Array:
 
 
 def loss(params: MLPParams, images: jax.Array, targets: jax.Array) -> jax.Array:
-    """The tutorial's loss: -mean(log-probabilities * one-hot targets)."""
+    """The tutorial's loss: -mean(log-probabilities * targets), one-hot or smoothed (smoothed_targets)."""
     preds = batched_predict(params, images)
     return -jnp.mean(preds * targets)
 

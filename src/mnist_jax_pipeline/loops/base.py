@@ -37,7 +37,7 @@ class LoopInputs:
 
     update: Update
     images: np.ndarray  # (N, 784) float32
-    targets: np.ndarray  # (N, 10) float32 one-hot
+    targets: np.ndarray  # (N, 10) float32 one-hot, label-smoothed when train.label_smoothing > 0
     config: TrainConfig
 
 

@@ -149,8 +149,8 @@ def run_seed(params: Params, data: Data) -> dict[str, Any]:
     inputs = loop_inputs(params, data.train_images, data.train_labels)
     loop = loops.build(variants.get(VARIANT), inputs)
     run = run_epochs(loop, initial_state(params, inputs), params.train.epochs)
-    _, accuracy = loss_and_accuracy(run.state.params, data.eval_images, data.eval_labels)
-    return {"seed": params.model.seed, "accuracy": accuracy, "train_seconds": sum(run.epoch_seconds),
+    loss, accuracy = loss_and_accuracy(run.state.params, data.eval_images, data.eval_labels)
+    return {"seed": params.model.seed, "accuracy": accuracy, "loss": loss, "train_seconds": sum(run.epoch_seconds),
             "epoch_seconds": [round(s, 4) for s in run.epoch_seconds],
             "compile_seconds": None if run.compile_seconds is None else round(run.compile_seconds, 4),
             "load_1min": round(os.getloadavg()[0], 2)}

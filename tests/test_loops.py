@@ -226,3 +226,26 @@ def test_time_to_accuracy_benchmark_smoke_run():
     assert report["config"]["train"]["schedule"] == "onecycle" and report["config"]["model"]["init"] == "he"
     for key in ("device", "backend", "versions", "date", "load_average_start"):
         assert report[key]
+
+
+def test_time_to_accuracy_benchmark_on_the_download_stages_data_matches_the_pipeline(tmp_path):
+    """With --raw the benchmark trains on exactly what the pipeline trains on: seed 0 is train@jit_scan."""
+    from conftest import write_raw
+    from mnist_jax_pipeline.config import load
+    from mnist_jax_pipeline.data.preprocess import preprocess
+    from mnist_jax_pipeline.model import loss_and_accuracy
+
+    raw = write_raw(tmp_path / "raw")
+    done = subprocess.run([sys.executable, "benchmarks/bench_time_to_accuracy.py", "--raw", str(raw), "--seeds", "0",
+                           "--json"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert report["data"].endswith("(the download stage)") and report["train_examples"] == 600
+    preset = load(ROOT / "presets" / "time-to-accuracy.yaml")
+    preprocess(preset.preprocess, raw, tmp_path / "processed")
+    metrics = run(tmp_path, preset, tmp_path / "processed", "jit_scan")
+    assert report["per_seed"][0]["accuracy"] == round(metrics.final_test_accuracy, 6)
+    model, _ = load_model(paths.MODEL.at("jit_scan", tmp_path), "train@jit_scan")
+    test = train.load_dataset(tmp_path / "processed")
+    loss, _ = loss_and_accuracy(model, test.test_images, test.test_labels)
+    assert report["per_seed"][0]["loss"] == pytest.approx(loss, rel=1e-6)  # the same model, to rounding

@@ -13,9 +13,9 @@ split and pixel transform, and `train.loop_inputs`, `initial_state` and `run_epo
 `jit_scan` loop. With `--raw` (the download stage's output folder) the examples are exactly the
 pipeline's, in its order (TFDS's, which differs from the IDX files'), so `train@jit_scan` with
 the preset reproduces seed 0; without it the IDX files of MNIST_MIRROR are read in file order.
-The training time is the sum of the timed epochs (compilation apart, every
-clock read after `block_until_ready()`); evaluation runs outside the clock. The preset passes when
-the mean accuracy over the seeds reaches the target; `seconds_to_target` is the median training time.
+The training time is the sum of the timed epochs (compilation apart, every clock read after
+`block_until_ready()`); evaluation runs outside the clock. The preset passes when the mean
+accuracy over the seeds reaches the target; `seconds_to_target` is the median training time.
 With `preprocess.validation_fraction` > 0 the accuracy is measured on the validation split and
 the test split is not read: that is the mode for tuning.
 """
@@ -43,6 +43,7 @@ from mnist_jax_pipeline.config import NUM_CLASSES, Params, read_yaml, validate
 from mnist_jax_pipeline.data.datasets import SPLIT_FILES
 from mnist_jax_pipeline.data.idx import read_pair
 from mnist_jax_pipeline.data.preprocess import pixel_moments, split_indices, transform
+from mnist_jax_pipeline.errors import PipelineError
 from mnist_jax_pipeline.model import loss_and_accuracy
 from mnist_jax_pipeline.runtime import device_info
 from mnist_jax_pipeline.train import initial_state, loop_inputs, run_epochs
@@ -240,4 +241,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except PipelineError as err:  # a refused parameter or a damaged input: one line, as the pipeline prints it
+        sys.exit(f"error: {err}")

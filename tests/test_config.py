@@ -38,6 +38,14 @@ def test_repository_params_are_valid():
         ("model.layer_sizes", [784, 512, 7], "must end at 10"),
         ("preprocess.validation_fraction", 1.5, "preprocess.validation_fraction"),
         ("variants", ["nojit", "fast"], "variants.1"),
+        ("model.init", "xavier", 'model.init: "xavier" is not allowed; use one of "normal", "he"'),
+        ("model.output_init", "zero", 'use one of "same", "zeros"'),
+        ("train.beta2", 1.0, "train.beta2: 1.0 must be less than 1"),
+        ("train.nesterov", "yes", 'train.nesterov: "yes" is not a boolean'),
+        ("train.schedule", "linear", 'use one of "constant", "cosine", "onecycle"'),
+        ("train.warmup_fraction", 1.5, "train.warmup_fraction: 1.5 is more than the maximum of 1"),
+        ("train.label_smoothing", -0.1, "train.label_smoothing: -0.1 is less than the minimum of 0"),
+        ("train.label_smoothing", 1, "train.label_smoothing"),
     ],
 )
 def test_bad_values_give_one_line_naming_the_key(key, value, expected):
@@ -46,6 +54,13 @@ def test_bad_values_give_one_line_naming_the_key(key, value, expected):
     message = str(err.value)
     assert expected in message
     assert "\n" not in message
+
+
+def test_the_time_to_accuracy_preset_is_a_valid_params_file():
+    """Every key is required, so a valid preset is a complete params.yaml."""
+    preset = load(ROOT / "presets" / "time-to-accuracy.yaml")
+    assert preset.model.layer_sizes == (784, 512, 512, 10) and preset.variants == ("jit", "jit_scan")
+    assert (preset.train.epochs, preset.train.batch_size, preset.preprocess.validation_fraction) == (3, 256, 0.0)
 
 
 def test_unknown_key_is_named_with_the_allowed_ones():

@@ -60,7 +60,12 @@ class PreprocessConfig(Section):
 
 class ModelConfig(Section):
     layer_sizes: Annotated[tuple[LayerSize, ...], Field(strict=False, min_length=2, max_length=10)]
-    init_scale: Annotated[float, Field(gt=0)]
+    init: Literal["normal", "he"] = Field(
+        description="normal: weights and biases init_scale * normal (the tutorial); he: weights"
+                    " sqrt(2 / fan_in) * normal, biases zero")
+    init_scale: Annotated[float, Field(gt=0, description="the normal init's scale (unused by he)")]
+    output_init: Literal["same", "zeros"] = Field(
+        description="same: the output layer is initialised like the others; zeros: its weights and biases start at 0")
     seed: Seed
 
     @model_validator(mode="after")
@@ -78,9 +83,15 @@ class ModelConfig(Section):
 
 class TrainConfig(Section):
     optimizer: Literal["sgd", "momentum", "adam"]
-    step_size: Annotated[float, Field(gt=0)]
-    momentum: Annotated[float, Field(ge=0, lt=1)]
-    schedule: Literal["constant", "cosine"]
+    step_size: Annotated[float, Field(gt=0, description="the step size, or the peak of a schedule")]
+    momentum: Annotated[float, Field(ge=0, lt=1, description="momentum's decay; Adam's b1")]
+    beta2: Annotated[float, Field(ge=0, lt=1, description="Adam's b2 (second-moment decay)")]
+    nesterov: bool = Field(description="Nesterov momentum, for momentum and adam (sgd has no momentum)")
+    schedule: Literal["constant", "cosine", "onecycle"] = Field(
+        description="constant; cosine: decay to 0 over all steps; onecycle: linear warm-up from 0 to"
+                    " step_size over warmup_fraction of the steps, then linear decay to 0")
+    warmup_fraction: Annotated[float, Field(ge=0, le=1, description="share of the steps onecycle warms up over")]
+    label_smoothing: Annotated[float, Field(ge=0, lt=1, description="targets (1 - s) * one_hot + s / classes")]
     batch_size: PositiveInt
     epochs: PositiveInt
     shuffle: bool

@@ -48,7 +48,7 @@ from .artefacts.profile_summary import (
 from .config import NUM_CLASSES, Params, load
 from .errors import PipelineError
 from .loops.base import TrainState, batch_bounds, epoch_order, make_optimizer, make_update
-from .model import MLPParams, batched_predict, init_params, one_hot
+from .model import MLPParams, batched_predict, init_params, one_hot, smoothed_targets
 from .runtime import exclusive, peak_rss_bytes
 from .train import loop_inputs
 
@@ -69,7 +69,7 @@ def _forward(params: MLPParams, images: jax.Array) -> tuple[jax.Array, jax.Array
 
 def _init_point(config: Params) -> dict[str, Any]:
     m = config.model
-    return {"params": init_params(m.layer_sizes, jax.random.PRNGKey(m.seed), m.init_scale)}
+    return {"params": init_params(m.layer_sizes, jax.random.PRNGKey(m.seed), m.init_scale, m.init, m.output_init)}
 
 
 def _train_point(config: Params, model: HostParams, images: np.ndarray, labels: np.ndarray,
@@ -83,7 +83,7 @@ def _train_point(config: Params, model: HostParams, images: np.ndarray, labels: 
     params = jax.device_put(model)
     state = TrainState(params, optimizer.init(params))
     x = jax.device_put(images[index])
-    y = one_hot(labels[index], NUM_CLASSES)
+    y = smoothed_targets(one_hot(labels[index], NUM_CLASSES), cfg.label_smoothing)
     update = make_update(optimizer)
     new_state = (jax.jit(update) if jit else update)(state, x, y)
     return {"state": state, "images": x, "targets": y, "new_state": new_state}

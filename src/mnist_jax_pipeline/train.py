@@ -28,7 +28,7 @@ from .artefacts.training import EpochRecord, RunInfo, TrainMetrics, XlaAnalysis
 from .config import NUM_CLASSES, Params, load
 from .errors import PipelineError
 from .loops.base import LoopInputs, TrainState, batch_bounds, make_optimizer, make_update
-from .model import init_params, loss_and_accuracy, one_hot
+from .model import init_params, loss_and_accuracy, one_hot, smoothed_targets
 from .progress import EpochProgress
 from .runtime import device_info, exclusive, peak_rss_bytes
 
@@ -66,13 +66,14 @@ def loop_inputs(params: Params, images: np.ndarray, labels: np.ndarray) -> LoopI
     """The update step and training arrays every loop is built with."""
     steps_per_epoch = len(batch_bounds(len(labels), params.train.batch_size))
     update = make_update(make_optimizer(params.train, steps_per_epoch))
-    return LoopInputs(update, images, np.asarray(one_hot(labels, NUM_CLASSES)), params.train)
+    targets = smoothed_targets(one_hot(labels, NUM_CLASSES), params.train.label_smoothing)
+    return LoopInputs(update, images, np.asarray(targets), params.train)
 
 
 def initial_state(params: Params, inputs: LoopInputs) -> TrainState:
-    """The tutorial's initial parameters (PRNGKey(model.seed)) and a fresh optimizer state."""
+    """The initial parameters from PRNGKey(model.seed) (the tutorial's, by default) and a fresh optimizer state."""
     m = params.model
-    weights = init_params(m.layer_sizes, jax.random.PRNGKey(m.seed), m.init_scale)
+    weights = init_params(m.layer_sizes, jax.random.PRNGKey(m.seed), m.init_scale, m.init, m.output_init)
     steps_per_epoch = len(batch_bounds(len(inputs.images), params.train.batch_size))
     return TrainState(weights, make_optimizer(params.train, steps_per_epoch).init(weights))
 

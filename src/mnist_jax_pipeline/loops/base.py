@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 from jax.typing import ArrayLike
@@ -36,7 +37,7 @@ class LoopInputs:
 
     update: Update
     images: np.ndarray  # (N, 784) float32
-    targets: np.ndarray  # (N, 10) float32 one-hot
+    targets: np.ndarray  # (N, 10) float32 one-hot, label-smoothed when train.label_smoothing > 0
     config: TrainConfig
 
 
@@ -79,15 +80,35 @@ class TrainingLoop(Protocol):
         ...
 
 
+def onecycle_schedule(peak: float, total_steps: int, warmup_fraction: float) -> optax.Schedule:
+    """Linear warm-up from 0 to `peak` over the first `warmup_fraction` of `total_steps`, then linear
+    decay to 0 at `total_steps`: peak * min(t / w, (1 - t) / (1 - w)) with t = step / total_steps."""
+    warmup = warmup_fraction * total_steps
+
+    def schedule(count: ArrayLike) -> jax.Array:
+        step = jnp.asarray(count, jnp.float32)
+        rising = step / warmup if warmup > 0 else jnp.float32(1)
+        falling = (total_steps - step) / (total_steps - warmup) if warmup < total_steps else jnp.float32(1)
+        return peak * jnp.clip(jnp.minimum(rising, falling), 0, 1)
+
+    return schedule
+
+
 def make_optimizer(config: TrainConfig, steps_per_epoch: int) -> optax.GradientTransformation:
-    """Plain SGD by default (w - step_size * grad, as in the tutorial); momentum or Adam on request."""
+    """Plain SGD by default (w - step_size * grad, as in the tutorial); momentum or Adam on request.
+
+    Adam's b1 is `momentum` and its b2 `beta2`; `nesterov` applies to momentum and Adam.
+    """
     rate: float | optax.Schedule = config.step_size
+    total_steps = steps_per_epoch * config.epochs
     if config.schedule == "cosine":
-        rate = optax.cosine_decay_schedule(config.step_size, decay_steps=steps_per_epoch * config.epochs)
+        rate = optax.cosine_decay_schedule(config.step_size, decay_steps=total_steps)
+    elif config.schedule == "onecycle":
+        rate = onecycle_schedule(config.step_size, total_steps, config.warmup_fraction)
     if config.optimizer == "momentum":
-        return optax.sgd(rate, momentum=config.momentum)
+        return optax.sgd(rate, momentum=config.momentum, nesterov=config.nesterov)
     if config.optimizer == "adam":
-        return optax.adam(rate)
+        return optax.adam(rate, b1=config.momentum, b2=config.beta2, nesterov=config.nesterov)
     return optax.sgd(rate)
 
 

@@ -45,7 +45,7 @@ from mnist_jax_pipeline.data.idx import read_pair
 from mnist_jax_pipeline.data.preprocess import pixel_moments, split_indices, transform
 from mnist_jax_pipeline.errors import PipelineError
 from mnist_jax_pipeline.model import loss_and_accuracy
-from mnist_jax_pipeline.runtime import device_info
+from mnist_jax_pipeline.runtime import cpu_model, device_info
 from mnist_jax_pipeline.train import initial_state, loop_inputs, run_epochs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -114,17 +114,6 @@ def prepare(params: Params, synthetic: bool = False, examples: int | None = None
         eval_x, eval_y, split = test_x, test_y, "test"
     return Data(transform(train_x[train_idx], config, mean, std), train_y[train_idx].astype(np.int32),
                 transform(eval_x, config, mean, std), eval_y.astype(np.int32), split, source)
-
-
-def cpu_model() -> str | None:
-    """The host CPU's model name (Linux), for the results file."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return None
 
 
 def load_params(path: Path, overrides: list[str]) -> dict[str, Any]:

@@ -156,57 +156,57 @@ def _replace_dir(tmp: Path, path: Path) -> None:
     _fsync_dir(path.parent)
 
 
-@contextlib.contextmanager
-def atomic_file(path: str | Path) -> Iterator[Path]:
-    """Yield a temporary path beside `path`; on success rename it onto `path`."""
-    path = Path(path)
+def _new_temp(path: Path, folder: bool) -> Path:
+    """An empty temporary file (or folder) beside `path`, named for this process and registered for
+    clean-up, after what a killed writer of `path` left there is swept away."""
     _mkdir(path.parent)
     sweep(path)
     try:
-        fd, tmp_name = tempfile.mkstemp(prefix=_temp_prefix(path), dir=path.parent)
+        if folder:
+            tmp = Path(tempfile.mkdtemp(prefix=_temp_prefix(path), dir=path.parent))
+        else:
+            fd, name = tempfile.mkstemp(prefix=_temp_prefix(path), dir=path.parent)
+            os.close(fd)
+            tmp = Path(name)
     except OSError as err:
         raise _write_error(path, err) from err
-    os.close(fd)
-    tmp = Path(tmp_name)
     _OPEN.add(tmp)
-    os.chmod(tmp, 0o666 & ~_umask())
-    try:
-        yield tmp
-        with open(tmp, "rb+") as handle:
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-        _OPEN.discard(tmp)
-        _fsync_dir(path.parent)
-    except OSError as err:
-        tmp.unlink(missing_ok=True)
-        raise _write_error(path, err) from err
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    os.chmod(tmp, (0o777 if folder else 0o666) & ~_umask())
+    return tmp
+
+
+def _put_file(tmp: Path, path: Path) -> None:
+    with open(tmp, "rb+") as handle:
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
 
 
 @contextlib.contextmanager
-def atomic_dir(path: str | Path) -> Iterator[Path]:
-    """Yield an empty temporary folder beside `path`; on success it replaces `path` whole."""
-    path = Path(path)
-    _mkdir(path.parent)
-    sweep(path)
-    try:
-        tmp = Path(tempfile.mkdtemp(prefix=_temp_prefix(path), dir=path.parent))
-    except OSError as err:
-        raise _write_error(path, err) from err
-    _OPEN.add(tmp)
-    os.chmod(tmp, 0o777 & ~_umask())
+def _atomic(path: Path, folder: bool) -> Iterator[Path]:
+    tmp = _new_temp(path, folder)
     try:
         yield tmp
-        _replace_dir(tmp, path)
+        (_replace_dir if folder else _put_file)(tmp, path)
         _OPEN.discard(tmp)
-    except OSError as err:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise _write_error(path, err) from err
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException as err:
+        if folder:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            tmp.unlink(missing_ok=True)
+        if isinstance(err, OSError):
+            raise _write_error(path, err) from err
         raise
+
+
+def atomic_file(path: str | Path) -> contextlib.AbstractContextManager[Path]:
+    """A temporary path beside `path`; on success it is renamed onto `path`."""
+    return _atomic(Path(path), folder=False)
+
+
+def atomic_dir(path: str | Path) -> contextlib.AbstractContextManager[Path]:
+    """An empty temporary folder beside `path`; on success it replaces `path` whole."""
+    return _atomic(Path(path), folder=True)
 
 
 def write_text(path: str | Path, text: str) -> None:

@@ -34,6 +34,15 @@ def test_verbose_adds_the_traceback(tmp_path, capsys):
     assert "Traceback" in err and err.strip().splitlines()[-1].startswith("error: ")
 
 
+@pytest.mark.parametrize("argv", [["--params", "{p}", "-v", "check"], ["check", "--params", "{p}", "-v"],
+                                  ["-v", "check", "--params", "{p}"]])
+def test_common_options_go_before_or_after_the_command(tmp_path, capsys, argv):
+    path = write_params(tmp_path, lambda t: t.replace("epochs: 10", "epochs: 0"))
+    assert main([a.format(p=path) for a in argv]) == 1
+    err = capsys.readouterr().err
+    assert str(path) in err and "Traceback" in err  # the file given, and --verbose honoured, wherever they stand
+
+
 def test_python_object_tags_in_params_are_refused(tmp_path, capsys):
     path = write_params(tmp_path, lambda t: t + "\nboom: !!python/object/apply:os.system ['touch pwned']\n")
     assert main(["--params", str(path), "check"]) == 1

@@ -79,13 +79,23 @@ COMMANDS: dict[str, Command] = {
 }
 
 
+def _add_common(parser: argparse.ArgumentParser, default: bool) -> None:
+    """--params and --verbose, before or after the command. After it, an option left out keeps the
+    value given before it (argparse.SUPPRESS: absent from the command's namespace)."""
+    parser.add_argument("--params", default="params.yaml" if default else argparse.SUPPRESS,
+                        help="parameters file (default: params.yaml)")
+    parser.add_argument("--verbose", "-v", action="store_true", default=False if default else argparse.SUPPRESS,
+                        help="debug logging and full tracebacks")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mnist-pipeline", description=__doc__.splitlines()[0])
-    parser.add_argument("--params", default="params.yaml", help="parameters file (default: params.yaml)")
-    parser.add_argument("--verbose", "-v", action="store_true", help="debug logging and full tracebacks")
+    _add_common(parser, default=True)
+    common = argparse.ArgumentParser(add_help=False)  # the same options after the command, too
+    _add_common(common, default=False)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, command in COMMANDS.items():
-        p = sub.add_parser(name, help=command.help, description=command.help)
+        p = sub.add_parser(name, help=command.help, description=command.help, parents=[common])
         for option in command.options:
             option.add_to(p)
     return parser

@@ -83,9 +83,19 @@ def test_real_download_through_tfds(real_raw, mirror):
         assert sha256_of(out / "idx" / pinned.name) == pinned.sha256
     _, labels = read_pair(out / "idx/train-images-idx3-ubyte.gz", out / "idx/train-labels-idx1-ubyte.gz")
     assert manifest.splits["train"].label_histogram == np.bincount(labels, minlength=10).tolist()
-    assert (out / "tfds" / "mnist").is_dir()
-    assert not (out / "tfds" / "downloads").exists()
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == sorted(
+        ["manifest.json"] + [f"idx/{p.name}" for p in PINNED["mnist"]]
+        + [f"arrays/{split}_{kind}.npy" for split in ("train", "test") for kind in ("images", "labels")])
     assert str(mirror) not in (out / "manifest.json").read_text()
+
+
+@pytest.mark.real_data
+def test_two_downloads_are_byte_identical(real_raw, mirror, make_params, tmp_path):
+    again = tmp_path / "raw"
+    dl.download(make_params(), again, str(mirror))
+    files = sorted(p.relative_to(real_raw) for p in real_raw.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(again) for p in again.rglob("*") if p.is_file())
+    assert all(sha256_of(real_raw / f) == sha256_of(again / f) for f in files)
 
 
 def test_plain_http_sources_are_refused_without_a_mirror(tmp_path, make_params, monkeypatch):

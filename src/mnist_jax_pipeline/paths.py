@@ -66,7 +66,7 @@ SNAPSHOTS = ("init", "train_step", "evaluate")  # the profile stage's device-mem
 FIGURES = ("dataset_samples", "class_balance", "training_curves", "epoch_times", "per_class_recall", "step_timeline")
 VARIANT_FIGURES = ("confusion", "misclassified")  # one of each per variant: confusion_<variant>.png
 
-RAW = Artefact("data/raw", "download", files=("manifest.json",), folders=("arrays", "idx", "tfds"))
+RAW = Artefact("data/raw", "download", files=("manifest.json",), folders=("arrays", "idx"))
 PROCESSED = Artefact("data/processed", "preprocess", files=PROCESSED_FILES)
 MODEL = Artefact("models/{variant}.safetensors", "train")
 TRAIN_METRICS = Artefact("metrics/train/{variant}.json", "train", role="metrics", in_git=True)

@@ -2,8 +2,7 @@
 
 Outputs, all under one folder replaced atomically (default `data/raw/`):
   idx/*.gz        the four original files, SHA-256 verified
-  tfds/           the TFDS-prepared dataset (TFRecord shards + dataset_info.json)
-  arrays/         the prepared splits exported as .npy (uint8 images, uint8 labels)
+  arrays/         the TFDS-prepared splits exported as .npy (uint8 images, uint8 labels)
   manifest.json   dataset, versions, checksums, counts and label histograms
 
 `MNIST_MIRROR` names a folder with the four `.gz` files; TFDS reads it through
@@ -187,12 +186,14 @@ def download(params: Params, out_dir: str | Path = paths.RAW.path, mirror: str |
             for item in pinned:
                 shutil.copyfile(mirror_dir / item.name, idx_dir / item.name)
                 verify_file(idx_dir / item.name, item)
-        builder = _prepare_with_tfds(dataset, tmp / "tfds", idx_dir if mirror_dir else None)
-        downloads = tmp / "tfds" / "downloads"
+        # TFDS's own TFRecords are not kept: their bytes differ from run to run (the order in which
+        # protobuf writes each example's feature map), and the arrays hold the same examples.
+        tfds_dir = tmp / "tfds-work"
+        builder = _prepare_with_tfds(dataset, tfds_dir, idx_dir if mirror_dir else None)
         if mirror_dir is None:
-            _collect_downloads(downloads, idx_dir, dataset)
-        shutil.rmtree(downloads, ignore_errors=True)
+            _collect_downloads(tfds_dir / "downloads", idx_dir, dataset)
         splits = _export_arrays(builder, tmp / "arrays")
+        shutil.rmtree(tfds_dir)
         _cross_check(idx_dir, splits)
         manifest = Manifest(
             dataset=dataset, tfds_version=tfds.__version__, builder_version=str(builder.info.version),

@@ -26,8 +26,7 @@ onsuccess:
     record_in_dvc()
 
 
-rule all:
+rule all:  # every output of every stage in the table
     input:
-        paths.REPORT_HTML.path,
-        paths.REPORT_MD.path,
+        stages.snakemake_targets(VARIANTS),
     default_target: True

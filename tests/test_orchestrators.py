@@ -106,3 +106,18 @@ def test_every_dvc_dep_is_made_by_a_stage_or_is_code(both):
         for dep in stage["deps"]:
             made = any(inside(o, dep) or inside(dep, o) for o in outs)
             assert made or dep.startswith("src/"), f"{name}: {dep} is made by no stage"
+
+
+def test_the_default_target_runs_every_stage_dvc_runs(both):
+    """`snakemake` (its default target) schedules a job for every stage `dvc repro` runs."""
+    import subprocess
+
+    out = subprocess.run(["snakemake", "--dry-run", "--forceall", "--quiet", "rules", "--cores", "1"], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    counts = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", out, re.M)}
+    _, dvc = both
+    expected: dict[str, int] = {}
+    for name in dvc:
+        rule = name.split("@")[0]
+        expected[rule] = expected.get(rule, 0) + 1
+    assert {rule: counts.get(rule, 0) for rule in expected} == expected

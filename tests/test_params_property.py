@@ -96,6 +96,20 @@ TINY = {"data.dataset": "mnist", "preprocess.normalize": "unit", "preprocess.fla
         "train.batch_size": "64", "train.epochs": "1", "train.shuffle": "true", "train.shuffle_seed": "0",
         "variants": "[nojit, jit, jit_scan]", "profile.top_allocations": "5",
         "profile.trace_steps": "2"}
+def test_the_strategies_cover_every_parameter():
+    from pydantic import BaseModel
+
+    from mnist_jax_pipeline.config import Params
+
+    fields = set()
+    for section, info in Params.model_fields.items():
+        model = info.annotation
+        is_section = isinstance(model, type) and issubclass(model, BaseModel)
+        fields |= {f"{section}.{key}" for key in model.model_fields} if is_section else {section}
+    assert set(KEYS) == fields, f"add {sorted(fields - set(KEYS))} to KEYS and TINY in {Path(__file__).name}"
+    assert set(TINY) == fields, f"add {sorted(fields - set(TINY))} to TINY in {Path(__file__).name}"
+
+
 # Keys a refusal may name when another key of the same rule was changed (rules spanning fields).
 RELATED = {"preprocess.max_train_examples": ["preprocess.validation_fraction"],
            "model.layer_sizes": ["train.batch_size"], "train.batch_size": ["train.epochs"]}

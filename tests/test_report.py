@@ -253,13 +253,15 @@ def test_git_state_names_modified_files_but_not_dvc_lock(tmp_path: Path, monkeyp
     monkeypatch.chdir(tmp_path)
     assert provenance.git_state() == {"commit": "unknown", "modified": None}
     subprocess.run([*GIT, "init", "-q"], check=True)
-    for name in ("a.txt", "b c.txt", "dvc.lock"):
+    (tmp_path / "metrics" / "evaluate").mkdir(parents=True)
+    for name in ("a.txt", "b c.txt", "dvc.lock", "metrics/evaluate/.gitignore"):
         (tmp_path / name).write_text("a")
     subprocess.run([*GIT, "add", "."], check=True)
     subprocess.run([*GIT, "commit", "-q", "-m", "a"], check=True)
     state = provenance.git_state()
     assert re.fullmatch(r"[0-9a-f]{40}", state["commit"]) and state["modified"] == []
     (tmp_path / "dvc.lock").write_text("rewritten by a run")
+    (tmp_path / "metrics/evaluate/.gitignore").write_text("/jit_scan_details.json\n")  # DVC, for a new variant
     (tmp_path / "untracked.txt").write_text("new")
     assert provenance.git_state()["modified"] == []
     (tmp_path / "a.txt").write_text("b")

@@ -79,10 +79,8 @@ def imported(tmp_path_factory) -> dict[str, set[str]]:
     bad_mirror.mkdir()
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "MNIST_MIRROR": str(bad_mirror),
            "MNIST_PIPELINE_LOCK": str(tree / "lock")}
-    commands = {"download": (["download", "--out", "data/raw2"], 1),  # stops at the mirror check, after imports
-                "preprocess": (["preprocess"], 0), "train": (["train", "--variant", "jit"], 0),
-                "evaluate": (["evaluate", "--variant", "jit"], 0), "profile": (["profile", "--variant", "jit"], 0),
-                "report": (["report"], 0)}
+    commands = {stage.name: (stage.cmd("jit").split()[1:], 0) for stage in stages.STAGES}  # in the DAG's order
+    commands["download"] = (["download", "--out", "data/raw2"], 1)  # stops at the mirror check, after its imports
     found = {}
     for stage, (args, status) in commands.items():
         record = tree / f"{stage}.json"

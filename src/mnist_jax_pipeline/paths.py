@@ -101,7 +101,9 @@ EXPERIMENTS_HTML = "reports/experiments.html"  # the comparison page of DVC's ex
 
 # Tracked files that a run itself rewrites (dvc.lock, the committed baseline's metrics and plots):
 # the report's provenance does not count them as changes. Patterns, `*` for a variant.
-PIPELINE_WRITES = ("dvc.lock", *(a.path.replace("{variant}", "*") for a in ARTEFACTS if a.in_git))
+# dvc.lock, the artefacts kept in git, and the .gitignore files DVC writes beside its outputs
+PIPELINE_WRITES = ("dvc.lock", *(a.path.replace("{variant}", "*") for a in ARTEFACTS if a.in_git),
+                   *sorted({f"{Path(a.path).parent.as_posix()}/.gitignore" for a in ARTEFACTS}))
 
 # Columns of VARIANTS_HISTORY that dvc.yaml's top-level plots draw, one line per variant (the
 # template .dvc/plots/variants.json colours by variant and dashes by revision).

@@ -263,6 +263,18 @@ def point_inputs(name: str, point: str) -> list[str]:
     return files + code_files(stage)
 
 
+def snakemake_targets(variant_names: tuple[str, ...]) -> list[str]:
+    """Every output of every stage, for every variant: Snakemake's default target, so that
+    `snakemake` runs each stage of the table, as `dvc repro` does."""
+    targets: list[str] = []
+    for stage in STAGES:
+        files, folders = snakemake_outputs(stage.name, variant_names)
+        for path in files + folders:
+            filled = [path.replace("{variant}", v) for v in variant_names] if "{variant}" in path else [path]
+            targets += [p for p in filled if p not in targets]
+    return targets
+
+
 def snakemake_outputs(name: str, variant_names: tuple[str, ...]) -> tuple[list[str], list[str]]:
     """(files, folders) a stage writes; folders are declared whole (directory())."""
     files: list[str] = []

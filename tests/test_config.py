@@ -46,6 +46,12 @@ def test_repository_params_are_valid():
         ("train.warmup_fraction", 1.5, "train.warmup_fraction: 1.5 is more than the maximum of 1"),
         ("train.label_smoothing", -0.1, "train.label_smoothing: -0.1 is less than the minimum of 0"),
         ("train.label_smoothing", 1, "train.label_smoothing"),
+        ("variants", ["jax"], 'variants.0: "jax" is not allowed'),  # the item, not the list it left empty
+        ("model.layer_sizes", [784, 10.5], "model.layer_sizes.1: 10.5 is not an integer; write a whole number"),
+        ("train.batch_size", "128", 'train.batch_size: "128" is not an integer; write it without quotes'),
+        ("train.batch_size", float("inf"), "train.batch_size: Infinity is not an integer"),
+        ("model.init_scale", 1e300, "model.init_scale: 1e+300 is more than the maximum of 10"),
+        ("profile.trace_steps", 1000, "profile.trace_steps: 1000 is more than the maximum of 200"),
     ],
 )
 def test_bad_values_give_one_line_naming_the_key(key, value, expected):
@@ -73,6 +79,19 @@ def test_unknown_top_level_key():
     raw = with_change("extra", {})
     with pytest.raises(PipelineError, match="unknown key 'extra'"):
         validate(raw)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("", "expected a mapping of section names to parameters (data, preprocess"),
+    ("variants: !!set {jit, nojit}\n", "variants: a set (!!set) has no order; write a list"),
+    ("variants: " + "[" * 2000 + "]" * 2000 + "\n", "nested too deeply to read"),
+])
+def test_documents_that_are_no_params_file_are_one_line(tmp_path, text, expected):
+    bad = tmp_path / "params.yaml"
+    bad.write_text(text)
+    with pytest.raises(PipelineError) as err:
+        load(bad)
+    assert expected in str(err.value) and "\n" not in str(err.value)
 
 
 def test_yaml_syntax_error_names_the_file(tmp_path):

@@ -21,11 +21,11 @@ def test_confusion_matrix_and_per_class():
     assert stats["2"] == ClassScores(precision=0.0, recall=0.0)
 
 
-def write_model(root, sizes=(784, 16, 10)):
+def write_model(root, sizes=(784, 16, 10), change=lambda host: host):
     import jax
 
     params = init_params(list(sizes), jax.random.PRNGKey(0), 0.01)
-    host = [(np.asarray(w), np.asarray(b)) for w, b in params]
+    host = change([(np.asarray(w), np.asarray(b)) for w, b in params])
     meta = ModelMetadata(variant="jit", layer_sizes=list(sizes), params_sha256="0" * 64, jax_version="test")
     save_model(paths.MODEL.at("jit", root), host, meta)
 
@@ -44,10 +44,24 @@ def test_evaluate_writes_metrics_plot_data_and_mistakes(tmp_path, tiny_processed
     assert correct / 200 == pytest.approx(metrics.test_accuracy)
 
 
-@pytest.mark.parametrize("damage", ["truncate", "wrong_shape", "no_metadata"])
+def _flat_first_weight(host):
+    return [(host[0][0].reshape(-1), host[0][1]), *host[1:]]
+
+
+def _nan_weight(host):
+    weight = host[1][0].copy()
+    weight[0, 0] = np.nan
+    return [host[0], (weight, host[1][1])]
+
+
+@pytest.mark.parametrize("damage", ["truncate", "wrong_shape", "no_metadata", "flat", "five_classes", "nan"])
 def test_corrupt_model_names_the_train_stage(tmp_path, tiny_processed, damage):
     path = paths.MODEL.at("jit", tmp_path)
-    if damage == "truncate":
+    if damage in ("flat", "nan"):
+        write_model(tmp_path, change=_flat_first_weight if damage == "flat" else _nan_weight)
+    elif damage == "five_classes":
+        write_model(tmp_path, sizes=(784, 16, 5))
+    elif damage == "truncate":
         write_model(tmp_path)
         path.write_bytes(path.read_bytes()[:500])
     elif damage == "wrong_shape":
@@ -62,3 +76,12 @@ def test_corrupt_model_names_the_train_stage(tmp_path, tiny_processed, damage):
         evaluate("jit", tiny_processed, tmp_path)
     assert "\n" not in str(err.value)
     assert not paths.EVAL_METRICS.at("jit", tmp_path).exists()
+
+
+def test_a_nan_pixel_names_the_array_and_the_stage(tmp_path, tiny_processed):
+    images = np.load(tiny_processed / "test_images.npy")
+    images.reshape(-1)[7] = np.nan
+    np.save(tiny_processed / "test_images.npy", images)
+    write_model(tmp_path)
+    with pytest.raises(PipelineError, match=r"test_images.npy: holds NaN or infinite values; re-run the 'preprocess'"):
+        evaluate("jit", tiny_processed, tmp_path)

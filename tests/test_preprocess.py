@@ -63,3 +63,20 @@ def test_real_preprocess_counts(tmp_path, make_params, real_raw):
     assert stats.splits["train"].count == 60_000 and stats.splits["test"].count == 10_000
     assert stats.splits["train"].label_histogram == manifest.splits["train"].label_histogram
     assert stats.splits["train"].pixels.max == 255.0
+
+
+def test_data_of_another_dataset_is_refused(tiny_raw, tmp_path):
+    import argparse
+
+    import yaml
+
+    from conftest import base_params
+    from mnist_jax_pipeline.data.preprocess import main as preprocess_main
+
+    raw = base_params()
+    raw["data"]["dataset"] = "fashion_mnist"
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    args = argparse.Namespace(params=str(tmp_path / "params.yaml"), raw=str(tiny_raw), out=str(tmp_path / "out"))
+    with pytest.raises(PipelineError, match="holds mnist, but data.dataset in .* is fashion_mnist; re-run"):
+        preprocess_main(args)
+    assert not (tmp_path / "out").exists()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -47,14 +48,33 @@ def test_point_names_and_the_dvc_commands(tmp_path):
         "train.optimizer": ["sgd", "adam"], "model.layer_sizes": [[784, 64, 10]]},
         "points": [{"train.step_size": 0.5}]}, sort_keys=False))
     sweep = load(tmp_path / "s.yaml", Path(__file__).resolve().parents[1] / "params.yaml")
-    assert [p.name for p in sweep.points] == ["optimizer=sgd,layer_sizes=784x64x10",
-                                              "optimizer=adam,layer_sizes=784x64x10", "step_size=0.5"]
+    assert [p.name for p in sweep.points] == ["layer_sizes=784x64x10,optimizer=sgd",
+                                              "layer_sizes=784x64x10,optimizer=adam", "step_size=0.5"]
     assert point_name({"model.seed": 1, "train.shuffle_seed": 2}) == "seed=1,shuffle_seed=2"
     assert point_name({"model.seed": 1, "preprocess.seed": 2}) == "model.seed=1,preprocess.seed=2"
     first = dvc_commands(sweep)[0]
-    assert first[:6] == ["dvc", "exp", "run", "--queue", "--name", "s-optimizer=sgd,layer_sizes=784x64x10"]
-    assert first[6:] == ["-S", 'train.optimizer="sgd"', "-S", "model.layer_sizes=[784, 64, 10]",
+    assert first[:6] == ["dvc", "exp", "run", "--queue", "--name", "s-layer_sizes=784x64x10,optimizer=sgd"]
+    assert first[6:] == ["-S", "model.layer_sizes=[784, 64, 10]", "-S", 'train.optimizer="sgd"',
                          "-S", 'variants=["jit"]']
+
+
+def test_the_same_settings_make_the_same_point(tmp_path):
+    """Key order and the way a value is written do not change a point's name (and its folder)."""
+    params = Path(__file__).resolve().parents[1] / "params.yaml"
+    (tmp_path / "a.yaml").write_text("grid:\n  train.step_size: [1, 0.5]\n  train.momentum: [0.9]\n")
+    (tmp_path / "b.yaml").write_text("grid:\n  train.momentum: [0.9]\n  train.step_size: [1.0, 0.5]\n")
+    a, b = load(tmp_path / "a.yaml", params), load(tmp_path / "b.yaml", params)
+    assert [p.name for p in a.points] == [p.name for p in b.points] == ["momentum=0.9,step_size=1.0",
+                                                                        "momentum=0.9,step_size=0.5"]
+    (tmp_path / "c.yaml").write_text("points:\n  - {train.step_size: 1}\n  - {train.step_size: 1.0}\n")
+    with pytest.raises(PipelineError, match="listed twice"):
+        load(tmp_path / "c.yaml", params)
+
+
+def test_a_long_point_name_is_cut_and_stays_unique():
+    changes = {f"train.key{i}": "x" * 20 for i in range(10)}
+    name = point_name(changes)
+    assert len(name) <= 100 and name != point_name({**changes, "train.key9": "y" * 20})
 
 
 @pytest.mark.parametrize(("spec", "message"), [
@@ -63,12 +83,36 @@ def test_point_names_and_the_dvc_commands(tmp_path):
     ({"grid": {"train.lr": [1]}}, "unknown key 'train.lr'"),
     ({"grid": {}}, "no point; give a grid or points"),
     ({"variant": "fast", "grid": {"train.epochs": [1]}}, "variant: input should be"),
+    ({"points": [{"train": {"epochs": 1}}]}, "'train' is a section; write each change as a dotted key"),
+    ({"grid": {"train.step_size.foo": [1]}}, "train.step_size is a value, not a section"),
+    (["train.epochs"], "a sweep file is a mapping of 'variant', 'grid' and 'points'"),
 ])
 def test_a_bad_sweep_file_is_one_line_naming_it(tmp_path, spec, message):
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(spec))
     with pytest.raises(PipelineError, match=re.escape(message)) as err:
         load(tmp_path / "bad.yaml", Path(__file__).resolve().parents[1] / "params.yaml")
     assert str(err.value).startswith(str(tmp_path / "bad.yaml")) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(("name", "message"), [("my sweep.yaml", "cannot name a sweep"),
+                                               ("s.yml", "a sweep file is named NAME.yaml"),
+                                               ("none.yaml", "missing; name a sweep that exists")])
+def test_a_sweep_file_name_is_checked(tmp_path, name, message):
+    if name != "none.yaml":
+        (tmp_path / name).write_text("grid:\n  train.epochs: [1]\n")
+    with pytest.raises(PipelineError, match=re.escape(message)):
+        load(tmp_path / name, Path(__file__).resolve().parents[1] / "params.yaml")
+
+
+def test_a_bad_sweep_file_fails_the_sweeps_target_only(tmp_path):
+    ws = tiny_workspace(tmp_path, "bad")
+    (ws / "sweeps" / "tiny.yaml").unlink()
+    (ws / "sweeps" / "broken.yaml").write_text("grid:\n  train.lr: [1]\n")
+    warning = [line for line in sh(ws, "snakemake", "--dry-run", "--cores", "1").splitlines() if "warning:" in line]
+    assert len(warning) == 1 and "sweeps/broken.yaml" in warning[0] and "unknown key 'train.lr'" in warning[0]
+    done = subprocess.run(["snakemake", "--cores", "1", "sweeps"], cwd=ws, capture_output=True, text=True)
+    errors = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("error: ")]
+    assert done.returncode != 0 and len(errors) == 1 and "sweeps/broken.yaml" in errors[0]
 
 
 def test_snakemake_runs_the_points_sharing_the_upstream(tmp_path):

@@ -73,7 +73,8 @@ COMMANDS: dict[str, Command] = {
     "compare": Command("report.compare", "one page comparing a sweep's points or DVC's experiments",
                        (Option("--sweep", "a sweep's name (sweeps/NAME.yaml)", ""),
                         Option("--dvc", "DVC's experiments of this commit instead", switch=True),
-                        Option("--out", "the page, with --dvc", paths.EXPERIMENTS_HTML))),
+                        Option("--out", f"the page (default: sweeps/NAME/{paths.COMPARE_HTML}, with --dvc"
+                                        f" {paths.EXPERIMENTS_HTML})", ""))),
     "generate": Command("stages", "write the files derived from the stage table (dvc.yaml, the params schema)",
                         (Option("--check", "only check that they are current", switch=True),)),
 }

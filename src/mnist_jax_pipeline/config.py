@@ -63,7 +63,7 @@ class ModelConfig(Section):
     init: Literal["normal", "he"] = Field(
         description="normal: weights and biases init_scale * normal (the tutorial); he: weights"
                     " sqrt(2 / fan_in) * normal, biases zero")
-    init_scale: Annotated[float, Field(gt=0, description="the normal init's scale (unused by he)")]
+    init_scale: Annotated[float, Field(gt=0, le=10, description="the normal init's scale (unused by he)")]
     output_init: Literal["same", "zeros"] = Field(
         description="same: the output layer is initialised like the others; zeros: its weights and biases start at 0")
     seed: Seed
@@ -100,7 +100,7 @@ class TrainConfig(Section):
 
 class ProfileConfig(Section):
     top_allocations: Annotated[int, Field(ge=1, le=10_000)]
-    trace_steps: Annotated[int, Field(ge=1, le=1_000, description="training steps traced per variant (jit_scan:"
+    trace_steps: Annotated[int, Field(ge=1, le=200, description="training steps traced per variant (jit_scan:"
                                       " the whole epochs that cover them)")]
 
 
@@ -169,7 +169,11 @@ def _describe(error: ErrorDetails) -> str:
     loc, kind, ctx, value = error["loc"], error["type"], error.get("ctx", {}), error.get("input")
     key, shown = _key(loc), json.dumps(value, default=str)
     allowed = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
-    whole = "; write it without a decimal point"
+    whole = ""
+    if isinstance(value, float) and math.isfinite(value):
+        whole = "; write it without a decimal point" if value.is_integer() else "; write a whole number"
+    elif isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value.strip()):
+        whole = "; write it without quotes"
     if kind == "extra_forbidden":
         section: Any = Params
         for part in loc[:-1]:
@@ -180,7 +184,7 @@ def _describe(error: ErrorDetails) -> str:
     if kind == "value_error":  # the rules below name their keys themselves
         return error["msg"].removeprefix("Value error, ")
     messages = {
-        "int_type": f"{shown} is not an integer" + ("" if isinstance(value, bool) else whole),
+        "int_type": f"{shown} is not an integer{whole}",
         "float_type": f"{shown} is not a number",
         "bool_type": f"{shown} is not a boolean; write true or false",
         "finite_number": f"{shown} is not a finite number",
@@ -201,26 +205,47 @@ def _describe(error: ErrorDetails) -> str:
 def validate(raw: Any, source: str = "params.yaml") -> Params:
     """Validate raw parameters; raise PipelineError with one line naming the key."""
     if not isinstance(raw, dict):
-        raise PipelineError(f"{source}: expected a mapping of section names to parameters")
+        raise PipelineError(f"{source}: expected a mapping of section names to parameters"
+                            f" ({', '.join(Params.model_fields)}); start from the repository's params.yaml")
     try:
         return Params.model_validate(raw)
     except ValidationError as err:
         errors = err.errors()
-        first = min(errors, key=lambda e: (e["type"] == "missing", len(e["loc"])))
+        # the most specific error: a bad item before the list's length it caused, a present key before a missing one
+        first = min(errors, key=lambda e: (e["type"] == "missing", e["type"] == "too_short", len(e["loc"])))
         raise PipelineError(f"{source}: {_describe(first)}") from err
 
 
-def read_yaml(path: str | Path) -> Any:
-    """A YAML file read as DVC reads params.yaml: YAML 1.2, ruamel.yaml's safe loader, UTF-8."""
+def read_yaml(path: str | Path, missing: str = "run from the project root or pass --params") -> Any:
+    """A YAML file read as DVC reads params.yaml: YAML 1.2, ruamel.yaml's safe loader, UTF-8.
+    `missing` is the fix an absent file's message gives."""
     from ruamel.yaml import YAML, YAMLError
 
-    text = read_text(path, "run from the project root or pass --params", "save the file as UTF-8")
+    text = read_text(path, missing, "save the file as UTF-8")
     try:
-        return YAML(typ="safe").load(text)
+        data = YAML(typ="safe").load(text)
     except YAMLError as err:
         mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
         line = f" at line {mark.line + 1}" if mark else ""
         raise PipelineError(f"{path}: not valid YAML{line}; fix the syntax") from err
+    except RecursionError:
+        raise PipelineError(f"{path}: nested too deeply to read; fix the syntax") from None
+    where = _set_in(data)
+    if where is not None:  # a set has no order: its values would reach the stages in any order
+        raise PipelineError(f"{path}: {where or '(top level)'}: a set (!!set) has no order; write a list [a, b, ...]")
+    return data
+
+
+def _set_in(node: Any, key: str = "") -> str | None:
+    """The dotted key of the first set in a loaded YAML document, or None."""
+    if isinstance(node, set | frozenset):
+        return key
+    children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for name, child in children:
+        found = _set_in(child, f"{key}.{name}" if key else str(name))
+        if found is not None:
+            return found
+    return None
 
 
 def load(path: str | Path = DEFAULT_PARAMS) -> Params:

@@ -10,7 +10,7 @@ from . import paths
 from .artefacts import storage
 from .artefacts.dataset import load_split
 from .artefacts.evaluation import ClassScores, ConfusionRow, EvalDetails, EvalMetrics
-from .artefacts.model_file import layer_sizes_of, load_model
+from .artefacts.model_file import load_model
 from .config import NUM_CLASSES, load
 from .errors import PipelineError
 from .model import predict_classes
@@ -40,11 +40,13 @@ def evaluate(variant: str, processed_dir: str, root: str = ".") -> EvalMetrics:
     made_by = paths.MODEL.stage(variant)
     model_path = paths.MODEL.at(variant, root)
     params, _ = load_model(model_path, made_by)
-    images, labels = load_split(processed_dir, "test")
-    if layer_sizes_of(params)[0] != images.shape[1]:
-        raise PipelineError(f"{model_path}: input size {layer_sizes_of(params)[0]} does not match the data's"
-                            f" {images.shape[1]}; re-run '{made_by}'")
+    images, labels = load_split(processed_dir, "test")  # both checked: 784 pixels in, 10 classes out
+    if not len(labels):
+        raise PipelineError(f"{processed_dir}: the test split is empty; re-run the 'preprocess' stage")
     loss, predicted = predict_classes(params, images, labels)
+    if not np.isfinite(loss):
+        raise PipelineError(f"{model_path}: the test loss is not finite (the weights overflow float32);"
+                            f" re-run '{made_by}' with a smaller train.step_size or model.init_scale")
     matrix = confusion_matrix(labels, predicted)
     wrong = np.flatnonzero(predicted != labels)
     metrics = EvalMetrics(test_accuracy=round(float(np.mean(predicted == labels)), 6), test_loss=round(loss, 8),

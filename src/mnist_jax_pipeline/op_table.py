@@ -57,10 +57,15 @@ def record(call: Callable[[int], Any], calls: int, out_dir: Path, session: str, 
 
     options = jax.profiler.ProfileOptions()
     options.python_tracer_level = 1 if python_tracer else 0
-    with jax.profiler.trace(str(out_dir), create_perfetto_trace=True, profiler_options=options):
-        for index in range(calls):
-            with jax.profiler.StepTraceAnnotation(STEP_ANNOTATION, step_num=index):
-                call(index)
+    try:
+        with jax.profiler.trace(str(out_dir), create_perfetto_trace=True, profiler_options=options):
+            for index in range(calls):
+                with jax.profiler.StepTraceAnnotation(STEP_ANNOTATION, step_num=index):
+                    call(index)
+    except jax.errors.JaxRuntimeError as err:  # the profiler's own writes (a full disk, a read-only folder)
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise PipelineError(f"{out_dir}: jax.profiler could not write the trace ({first}); check the folder's"
+                            " permissions and free space") from err
     sessions = sorted(p for p in (out_dir / "plugins" / "profile").iterdir() if p.is_dir())
     if len(sessions) != 1:
         raise PipelineError(f"{out_dir}: jax.profiler wrote {len(sessions)} sessions, expected 1")

@@ -220,6 +220,10 @@ def trace(config: Params, variant: str, model: HostParams, images: np.ndarray, l
     files = op_table.record(lambda i: call(warmup + i), calls, out_dir / paths.TRACE_LOGDIR, session=variant,
                             python_tracer=spec.jit)
     table = op_table.parse(op_table.load_events(files["perfetto"], paths.PROFILE.stage(variant)), loop.hlo_text())
+    if table.steps < calls:  # the profiler keeps at most a million events, and drops the rest silently
+        raise PipelineError(f"{paths.PROFILE.stage(variant)}: the trace kept {table.steps} of its {calls} traced"
+                            f" {loop.unit()}s (the profiler's event limit); lower profile.trace_steps"
+                            f" (now {config.profile.trace_steps}) in params.yaml")
     return Trace(logdir=paths.TRACE_LOGDIR, files={role: path.relative_to(out_dir).as_posix()
                                                    for role, path in sorted(files.items())},
                  calls=calls, unit=loop.unit(), train_steps=calls * per_call, warmup_calls=warmup,

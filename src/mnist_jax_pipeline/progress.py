@@ -17,23 +17,32 @@ from typing import IO
 
 from tqdm import tqdm
 
+from .errors import PipelineError
+
 log = logging.getLogger(__name__)
 
 REFRESH_SECONDS = 0.25  # at most four updates a second
 # tqdm's own rate would count the untimed evaluation after the epoch; the postfix gives the timed one
 BAR_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]"
-ENV = "MNIST_PIPELINE_PROGRESS"  # 0: never a bar, 1: always (else: a bar on a terminal only)
+ENV = "MNIST_PIPELINE_PROGRESS"  # 0/off: never a bar, 1/on: always, unset/auto: on a terminal only
+SETTINGS = {"0": False, "off": False, "1": True, "on": True, "": None, "auto": None}
+
+
+def _columns(stream: IO[str]) -> int:
+    """The terminal's width, 0 where it is not a terminal or reports no size."""
+    try:
+        return os.get_terminal_size(stream.fileno()).columns if os.isatty(stream.fileno()) else 0
+    except (AttributeError, OSError, ValueError):
+        return 0
 
 
 def wanted(stream: IO[str] = sys.stderr) -> bool:
-    """A bar on a terminal, unless MNIST_PIPELINE_PROGRESS says otherwise."""
-    setting = os.environ.get(ENV, "")
-    if setting in ("0", "1"):
-        return setting == "1"
-    try:
-        return os.isatty(stream.fileno())
-    except (AttributeError, OSError, ValueError):
-        return False
+    """A bar on a terminal that has a width, unless MNIST_PIPELINE_PROGRESS says otherwise."""
+    setting = os.environ.get(ENV, "").strip().lower()
+    if setting not in SETTINGS:
+        raise PipelineError(f"{ENV}={os.environ[ENV]}: not a setting; use 0 (or off), 1 (or on) or auto")
+    forced = SETTINGS[setting]
+    return forced if forced is not None else _columns(stream) > 0
 
 
 class EpochProgress:
@@ -55,7 +64,8 @@ class EpochProgress:
             return
         self._first_step = self.steps()
         self.bar = tqdm(total=self.total, desc=f"{self.label} epoch {epoch}/{self.epochs}", unit="step",
-                        file=self.stream, leave=True, dynamic_ncols=True, mininterval=REFRESH_SECONDS,
+                        file=self.stream, leave=True, mininterval=REFRESH_SECONDS,
+                        **({"dynamic_ncols": True} if _columns(self.stream) else {"ncols": 100}),
                         bar_format=BAR_FORMAT)
         self._stop.clear()
         self._thread = threading.Thread(target=self._follow, daemon=True)

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import argparse
 import copy
+import hashlib
 import itertools
 import json
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -36,6 +38,7 @@ from .errors import PipelineError
 
 FOLDER = Path("sweeps")
 SWEPT_SECTIONS = ("model", "train")  # download and preprocess stay shared by every point
+POINT_SECTIONS = ("data", "preprocess", *SWEPT_SECTIONS, "variants")  # what a point's train and evaluate read
 
 
 class SweepFile(BaseModel):
@@ -71,6 +74,11 @@ class Sweep:
         """The point's params.yaml: the base with its changes, training the sweep's variant only."""
         return apply(self.base, {**point.changes, "variants": [self.variant]})
 
+    def read_by_point(self, point: Point) -> dict[str, Any]:
+        """The sections of the point's params that its stages read: a change to them re-runs it."""
+        params = self.params(point)
+        return {section: params[section] for section in POINT_SECTIONS if section in params}
+
     def folder(self, point: Point | None = None) -> Path:
         return FOLDER / self.name / (point.name if point else "")
 
@@ -81,8 +89,11 @@ def apply(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
     for dotted, value in changes.items():
         node = raw
         *parents, last = dotted.split(".")
-        for part in parents:
+        for depth, part in enumerate(parents):
             node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise PipelineError(f"'{dotted}': {'.'.join(parents[:depth + 1])} is a value, not a section;"
+                                    " check the key against the README's parameter table")
         node[last] = value
     return raw
 
@@ -97,10 +108,20 @@ def _label(value: Any) -> str:
 
 
 def point_name(changes: dict[str, Any]) -> str:
-    """'step_size=0.1,batch_size=512': the last part of each key, the full key where two would clash."""
+    """'batch_size=512,step_size=0.1': the last part of each key, the full key where two would clash.
+    The caller sorts the keys, so the same settings always make the same name. A name longer than
+    NAME_LIMIT is cut and given a hash of the whole, to stay a valid file name."""
     short = [key.rsplit(".", 1)[-1] for key in changes]
     keys = [s if short.count(s) == 1 else key for s, key in zip(short, changes, strict=True)]
-    return ",".join(f"{k}={_label(v)}" for k, v in zip(keys, changes.values(), strict=True)) or "base"
+    name = ",".join(f"{k}={_label(v)}" for k, v in zip(keys, changes.values(), strict=True)) or "base"
+    if len(name) > NAME_LIMIT:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:10]
+        name = f"{name[:NAME_LIMIT - 11].rstrip(',=')}-{digest}"
+    return name
+
+
+NAME_LIMIT = 100  # characters of a point's name (a folder, part of a DVC experiment's name)
+SWEEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # a folder, a Snakemake wildcard, part of a git ref
 
 
 def expand(spec: SweepFile) -> list[dict[str, Any]]:
@@ -110,39 +131,83 @@ def expand(spec: SweepFile) -> list[dict[str, Any]]:
     return (combos if keys else []) + [dict(p) for p in spec.points]
 
 
-def load(path: str | Path, params_path: str | Path = DEFAULT_PARAMS) -> Sweep:
-    """A sweep file, every point checked as a params.yaml of its own (one line naming the point and key)."""
-    path = Path(path)
+def _read_spec(path: Path) -> SweepFile:
+    if path.suffix != ".yaml":
+        raise PipelineError(f"{path}: a sweep file is named NAME.yaml; rename it {path.with_suffix('.yaml')}")
+    if not SWEEP_NAME.fullmatch(path.stem):
+        raise PipelineError(f"{path}: '{path.stem}' cannot name a sweep (a folder and a DVC experiment);"
+                            " rename the file with letters, digits, '.', '_' and '-' only")
+    raw = read_yaml(path, missing="name a sweep that exists (the files sweeps/NAME.yaml)")
+    if not isinstance(raw, dict):
+        raise PipelineError(f"{path}: a sweep file is a mapping of 'variant', 'grid' and 'points';"
+                            " see the README's Sweeps section")
     try:
-        spec = SweepFile.model_validate(read_yaml(path) or {})
+        return SweepFile.model_validate(raw)
     except ValidationError as err:
         first = err.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
+        where = ".".join(str(part) for part in first["loc"]) or "the file"
         raise PipelineError(f"{path}: {where}: {first['msg'].lower()}; fix the sweep file") from None
+
+
+def _lookup(raw: dict[str, Any], dotted: str) -> Any:
+    node: Any = raw
+    for part in dotted.split("."):
+        node = node[part]
+    return node
+
+
+def load(path: str | Path, params_path: str | Path = DEFAULT_PARAMS) -> Sweep:
+    """A sweep file, every point checked as a params.yaml of its own (one line naming the point and key).
+
+    A point's changes are kept as the validated values, keys sorted: `1` and `1.0` for a float,
+    or the same keys in another order, are the same point, with the same name."""
+    path = Path(path)
+    spec = _read_spec(path)
     base = read_yaml(params_path)
     validate(base, str(params_path))
     points = []
     for changes in expand(spec):
-        for key in changes:
+        for key, value in changes.items():
+            if "." not in key and isinstance(value, dict):
+                example = next(iter(value), "step_size")
+                raise PipelineError(f"{path}: '{key}' is a section; write each change as a dotted key,"
+                                    f" e.g. {key}.{example}: ...")
             if key.split(".")[0] not in SWEPT_SECTIONS:
                 raise PipelineError(f"{path}: '{key}' cannot vary in a sweep: only model.* and train.* keys do"
                                     " (every point shares one download and preprocess)")
-        name = point_name(changes)
-        point = Point(name, changes)
-        validate(apply(base, {**changes, "variants": [spec.variant]}), f"{path}, point {name}")
-        points.append(point)
+        try:
+            changed = apply(base, {**changes, "variants": [spec.variant]})
+        except PipelineError as err:
+            raise PipelineError(f"{path}: {err}") from None
+        checked = validate(changed, f"{path}, point {point_name(changes)}")
+        values = checked.to_dict()
+        canonical = {key: _lookup(values, key) for key in sorted(changes)}
+        points.append(Point(point_name(canonical), canonical))
     names = [p.name for p in points]
     duplicate = next((n for n in names if names.count(n) > 1), None)
     if duplicate:
-        raise PipelineError(f"{path}: point '{duplicate}' is listed twice; list each point once")
+        raise PipelineError(f"{path}: point '{duplicate}' is listed twice (the same values); list each point once")
     if not points:
         raise PipelineError(f"{path}: no point; give a grid or points")
     return Sweep(path.stem, spec.variant, tuple(points), base)
 
 
-def discover(folder: Path = FOLDER, params_path: str | Path = DEFAULT_PARAMS) -> dict[str, Sweep]:
-    """Every sweeps/<name>.yaml, by name."""
-    return {p.stem: load(p, params_path) for p in sorted(folder.glob("*.yaml"))}
+def files(folder: Path = FOLDER) -> list[Path]:
+    """The sweep files of the project: sweeps/*.yaml (and misnamed *.yml, refused when loaded)."""
+    return sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")])
+
+
+def discover(folder: Path = FOLDER, params_path: str | Path = DEFAULT_PARAMS
+             ) -> tuple[dict[str, Sweep], list[str]]:
+    """Every sweep of the project by name, and the one-line errors of the files that are not valid."""
+    found: dict[str, Sweep] = {}
+    errors: list[str] = []
+    for path in files(folder):
+        try:
+            found[path.stem] = load(path, params_path)
+        except PipelineError as err:
+            errors.append(str(err))
+    return found, errors
 
 
 def write_point(args: argparse.Namespace) -> None:
@@ -162,8 +227,17 @@ def dvc_commands(sweep: Sweep) -> list[list[str]]:
     return commands
 
 
+def _in_queue() -> dict[str, str]:
+    """{experiment name: 'queued' or 'running'} for DVC's queue's waiting and running tasks."""
+    from dvc.repo import Repo
+
+    with Repo(".") as repo:
+        return {task["name"]: task["status"].lower() for task in repo.experiments.celery_queue.status()
+                if task.get("name") and task.get("status") in ("Queued", "Running")}
+
+
 def queue(args: argparse.Namespace) -> None:
-    """`mnist-pipeline sweep-queue sweeps/NAME.yaml`: queue the points as DVC experiments, once the
+    """`mnist-pipeline sweep-queue --file sweeps/NAME.yaml`: queue the points as DVC experiments, once the
     shared stages are recorded in dvc.lock, so every experiment takes them from DVC's cache."""
     sweep = load(args.file, args.params)
     done = subprocess.run(["dvc", "status", "--json", "download", "preprocess"], capture_output=True, text=True)
@@ -172,13 +246,18 @@ def queue(args: argparse.Namespace) -> None:
                             " first, so every experiment shares them instead of running them again")
     listed = subprocess.run(["dvc", "exp", "list", "--name-only"], capture_output=True, text=True)
     existing = set(listed.stdout.split())
+    waiting = _in_queue()
     queued = 0
     for point, command in zip(sweep.points, dvc_commands(sweep), strict=True):
-        if f"{sweep.name}-{point.name}" in existing:
-            print(f"{sweep.name}-{point.name}: already an experiment of this commit; not queued again", file=sys.stderr)
+        name = f"{sweep.name}-{point.name}"
+        if name in existing or name in waiting:
+            state = "already an experiment of this commit" if name in existing else f"already {waiting[name]}"
+            print(f"{name}: {state}; not queued again", file=sys.stderr)
             continue
         print(" ".join(command), file=sys.stderr)
-        subprocess.run(command, check=True)
+        if subprocess.run(command).returncode != 0:
+            raise PipelineError(f"{name}: `dvc exp run --queue` failed (its message is above);"
+                                f" {queued} queued before it")
         queued += 1
     print(f"queued {queued} experiment(s); run them with `dvc queue start -j N` (or `dvc exp run --run-all -j N`),"
           " then `dvc exp show` or `mnist-pipeline compare --dvc`", file=sys.stderr)

@@ -3,9 +3,19 @@
 # sweeps/<name>/compare.html. `snakemake --cores N sweeps` runs every sweep file.
 
 
-rule sweeps:
-    input:
-        [f"sweeps/{name}/{paths.COMPARE_HTML}" for name in SWEEPS],
+if SWEEP_ERRORS:  # the target fails, naming each file that is not valid
+
+    rule sweeps:
+        input:
+            [f"sweeps/{name}/{paths.COMPARE_HTML}" for name in SWEEPS],
+        shell:
+            sweeps_command()
+
+else:
+
+    rule sweeps:
+        input:
+            [f"sweeps/{name}/{paths.COMPARE_HTML}" for name in SWEEPS],
 
 
 rule sweep_point:
@@ -16,7 +26,7 @@ rule sweep_point:
     log:
         "logs/sweeps/{sweep}/{point}/params.log",
     shell:
-        "mnist-pipeline sweep-point --sweep {wildcards.sweep} --point {wildcards.point} 2>&1 | tee {log}"
+        "mnist-pipeline sweep-point --sweep {wildcards.sweep:q} --point {wildcards.point:q} 2>&1 | tee {log}"
 
 
 rule sweep_train:
@@ -33,7 +43,7 @@ rule sweep_train:
         variant="|".join(variants.names()),
     shell:
         "{params.lock} mnist-pipeline --params {input.params} train --variant {wildcards.variant}"
-        " --root sweeps/{wildcards.sweep}/{wildcards.point} 2>&1 | tee {log}"
+        " --root sweeps/{wildcards.sweep}/{wildcards.point:q} 2>&1 | tee {log}"
 
 
 rule sweep_evaluate:
@@ -50,7 +60,7 @@ rule sweep_evaluate:
         variant="|".join(variants.names()),
     shell:
         "{params.lock} mnist-pipeline --params {input.params} evaluate --variant {wildcards.variant}"
-        " --root sweeps/{wildcards.sweep}/{wildcards.point} 2>&1 | tee {log}"
+        " --root sweeps/{wildcards.sweep}/{wildcards.point:q} 2>&1 | tee {log}"
 
 
 rule sweep_compare:
@@ -64,4 +74,4 @@ rule sweep_compare:
     log:
         "logs/sweeps/{sweep}/compare.log",
     shell:
-        "mnist-pipeline compare --sweep {wildcards.sweep} 2>&1 | tee {log}"
+        "mnist-pipeline compare --sweep {wildcards.sweep:q} 2>&1 | tee {log}"

@@ -94,8 +94,11 @@ def load_split(processed_dir: str | Path, split: str) -> tuple[np.ndarray, np.nd
     if images.ndim not in (2, 3) or int(np.prod(images.shape[1:])) != IMAGE_PIXELS:
         raise PipelineError(f"{base / f'{split}_images.npy'}: shape {images.shape}, expected (N, 784) or"
                             f" (N, 28, 28); re-run the '{PROCESSED_MADE_BY}' stage")
+    if not np.isfinite(images).all():
+        raise PipelineError(f"{base / f'{split}_images.npy'}: holds NaN or infinite values;"
+                            f" re-run the '{PROCESSED_MADE_BY}' stage")
     labels = storage.load_array(base / f"{split}_labels.npy", PROCESSED_MADE_BY, np.int32, (images.shape[0],))
     if labels.size and not (labels.min() >= 0 and labels.max() < NUM_CLASSES):
         raise PipelineError(f"{base / f'{split}_labels.npy'}: labels outside 0..{NUM_CLASSES - 1};"
                             f" re-run the '{PROCESSED_MADE_BY}' stage")
-    return images.reshape(len(images), -1), labels
+    return images.reshape(len(images), IMAGE_PIXELS), labels

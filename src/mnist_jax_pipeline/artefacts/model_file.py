@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import ValidationError
 
+from ..config import IMAGE_PIXELS, NUM_CLASSES
 from ..errors import PipelineError
 from . import storage
 from .record import Record
@@ -77,11 +78,17 @@ def load_model(path: str | Path, made_by: str) -> tuple[HostParams, ModelMetadat
         raise corrupt(f"missing array {err}") from err
     if not params or len(named) != 2 * count:
         raise corrupt(f"{len(named)} arrays, expected weight/bias pairs")
-    sizes = layer_sizes_of(params)
     for i, (w, b) in enumerate(params):
-        if w.ndim != 2 or b.shape != (w.shape[0],) or w.shape[1] != sizes[i] or w.dtype != np.float32:
-            raise corrupt(f"layer {i} has shapes {w.shape}/{b.shape} ({w.dtype})")
+        if w.ndim != 2 or b.shape != (w.shape[0],) or w.dtype != np.float32 or b.dtype != np.float32:
+            raise corrupt(f"layer {i} has shapes {w.shape}/{b.shape} ({w.dtype}/{b.dtype})")
+    sizes = layer_sizes_of(params)
+    if any(w.shape[1] != sizes[i] for i, (w, _) in enumerate(params)):
+        raise corrupt(f"layer shapes {[w.shape for w, _ in params]} do not chain up")
     if sizes != metadata.layer_sizes:
         raise corrupt(f"arrays of layer sizes {sizes}, metadata says {metadata.layer_sizes}")
+    if sizes[0] != IMAGE_PIXELS or sizes[-1] != NUM_CLASSES:
+        raise corrupt(f"layer sizes {sizes}: the MLP maps {IMAGE_PIXELS} pixels to {NUM_CLASSES} classes")
+    if not all(np.isfinite(w).all() and np.isfinite(b).all() for w, b in params):
+        raise corrupt("it holds NaN or infinite weights")
     return params, metadata
 

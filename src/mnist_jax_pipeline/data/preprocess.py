@@ -114,4 +114,9 @@ def preprocess(config: PreprocessConfig, raw_dir: str | Path = paths.RAW.path,
 
 def main(args: argparse.Namespace) -> None:
     """`mnist-pipeline preprocess`."""
-    preprocess(load(args.params).preprocess, args.raw, args.out)
+    params = load(args.params)
+    held = read_manifest(args.raw).dataset
+    if held != params.data.dataset:
+        raise PipelineError(f"{args.raw}: holds {held}, but data.dataset in {args.params} is"
+                            f" {params.data.dataset}; re-run the 'download' stage")
+    preprocess(params.preprocess, args.raw, args.out)

@@ -68,6 +68,9 @@ def from_sweep(sweep: sweeps.Sweep) -> list[Run]:
     runs = []
     for point in sweep.points:
         root, variant = sweep.folder(point), sweep.variant
+        if not (root / paths.EVAL_METRICS.at(variant)).is_file():
+            raise PipelineError(f"{root}: this point has not run; run `snakemake --cores all sweeps` (or"
+                                f" `snakemake --cores all sweeps/{sweep.name}/{paths.COMPARE_HTML}`) first")
         runs.append(Run(name=point.name, params=flatten(sweep.params(point)),
                         train=training.read_metrics(variant, root), evaluation=evaluation.read_metrics(variant, root),
                         history=training.read_history(variant, root),
@@ -125,7 +128,7 @@ def from_dvc() -> list[Run]:
                     runs.append(run)
     if not runs:
         raise PipelineError("no finished DVC experiment that trained one variant; queue some with"
-                            " `mnist-pipeline sweep-queue sweeps/<name>.yaml` and run `dvc queue start`")
+                            " `mnist-pipeline sweep-queue --file sweeps/NAME.yaml` and run `dvc queue start`")
     return runs
 
 
@@ -198,7 +201,7 @@ def main(args: argparse.Namespace) -> None:
         sweep = sweeps.load(sweeps.FOLDER / f"{args.sweep}.yaml", args.params)
         folder = sweeps.FOLDER / sweep.name
         write(from_sweep(sweep), f"sweep {sweep.name}", f"sweeps/{sweep.name}.yaml ({sweep.variant})",
-              folder / paths.COMPARE_HTML, folder / paths.COMPARE_CSV)
+              Path(args.out or folder / paths.COMPARE_HTML), folder / paths.COMPARE_CSV)
         return
     load(args.params)
     write(from_dvc(), "DVC experiments", "dvc exp show", Path(args.out or paths.EXPERIMENTS_HTML), None)

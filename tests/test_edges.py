@@ -296,3 +296,20 @@ def test_sigterm_during_download_leaves_nothing(tmp_path, mirror):
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signal.SIGTERM, stderr[-2000:]
     assert _debris(tmp_path) == [] and not (tmp_path / paths.RAW.path).exists()
+
+
+def test_a_stages_outputs_are_put_in_place_together_or_not_at_all(tmp_path):
+    first, second = tmp_path / "metrics.json", tmp_path / "plots" / "rows.csv"
+    storage.write_text(first, "old")
+    with pytest.raises(RuntimeError, match="a later output"), storage.together():
+        storage.write_text(first, "new")
+        assert first.read_text() == "old"  # written, not yet in place
+        raise RuntimeError("a later output could not be written")
+    assert first.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["metrics.json"]  # no temporary file left
+    with storage.together():
+        storage.write_text(first, "new")
+        with storage.atomic_dir(tmp_path / "folder") as folder:
+            (folder / "x").write_text("x")
+        storage.write_text(second, "rows")
+    assert (first.read_text(), second.read_text(), (tmp_path / "folder" / "x").read_text()) == ("new", "rows", "x")

@@ -187,6 +187,7 @@ def test_two_variants(report_tree: Path) -> None:
 def test_without_the_baseline_there_is_no_speedup(report_tree: Path) -> None:
     html, summary = _render(report_tree, ["jit"])
     assert "not computed" in summary and "was not run" in html
+    assert "speedup vs" not in html and "speedup vs" not in summary  # no column of dashes for it
 
 
 def test_a_missing_metrics_file_names_its_stage(report_tree: Path) -> None:
@@ -283,3 +284,10 @@ def test_report_lists_the_modified_files(report_tree: Path) -> None:
 def test_source_date_epoch_pins_the_date(monkeypatch) -> None:
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "0")
     assert provenance.generated_at() == "1970-01-01T00:00:00Z"
+
+
+def test_a_one_epoch_speedup_says_it_includes_the_first_epoch(report_tree: Path) -> None:
+    metrics = training.read_metrics("nojit")
+    storage.write_model(paths.TRAIN_METRICS.at("nojit"), metrics.model_copy(update={"epochs": 1}))
+    html, summary = _render(report_tree)
+    assert "One epoch only" in html and "One epoch only" in summary

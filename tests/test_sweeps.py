@@ -165,3 +165,9 @@ def test_dvc_queues_the_points_sharing_the_upstream(tmp_path):
     assert "queued 1 experiment" in sh(ws, "mnist-pipeline", "sweep-queue", "--file", "sweeps/tiny.yaml")
     third = sh(ws, "dvc", "exp", "run", "--run-all", "--jobs", "1")
     assert third.count("Running stage 'train@jit'") == 1 and "Running stage 'preprocess'" not in third
+
+
+def test_every_run_of_a_large_sweep_has_its_own_look():
+    from mnist_jax_pipeline.report.compare import _look
+
+    assert len({(_look(i)["color"], _look(i)["marker"]) for i in range(40)}) == 40

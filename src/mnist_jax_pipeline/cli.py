@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from . import paths, variants
+from .artefacts import storage
 from .artefacts.storage import discard_temps
 from .errors import PipelineError
 
@@ -151,7 +152,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         module_name, _, function = COMMANDS[args.command].module.partition(":")
         module = importlib.import_module(f"{__package__}.{module_name}")
-        getattr(module, function or "main")(args)
+        with storage.together():  # a stage's outputs are put in place together, or none is
+            getattr(module, function or "main")(args)
     except (PipelineError, OSError, UnicodeError) as err:
         discard_temps()
         atexit.register(discard_temps)  # again after worker threads are joined at exit

@@ -182,21 +182,67 @@ def _put_file(tmp: Path, path: Path) -> None:
     _fsync_dir(path.parent)
 
 
+_PENDING: list[tuple[Path, Path, bool]] | None = None  # inside together(): (tmp, path, folder) to put in place
+
+
+def _put(tmp: Path, path: Path, folder: bool) -> None:
+    try:
+        (_replace_dir if folder else _put_file)(tmp, path)
+    except OSError as err:
+        raise _write_error(path, err) from err
+    _OPEN.discard(tmp)
+
+
+def _remove(tmp: Path, folder: bool) -> None:
+    if folder:
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        tmp.unlink(missing_ok=True)
+
+
 @contextlib.contextmanager
 def _atomic(path: Path, folder: bool) -> Iterator[Path]:
     tmp = _new_temp(path, folder)
     try:
         yield tmp
-        (_replace_dir if folder else _put_file)(tmp, path)
-        _OPEN.discard(tmp)
+        if _PENDING is not None:  # written; put in place with the stage's other outputs
+            if not folder:
+                with open(tmp, "rb+") as handle:
+                    os.fsync(handle.fileno())
+            _PENDING.append((tmp, path, folder))
+            return
     except BaseException as err:
-        if folder:
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            tmp.unlink(missing_ok=True)
+        _remove(tmp, folder)
         if isinstance(err, OSError):
             raise _write_error(path, err) from err
         raise
+    _put(tmp, path, folder)
+
+
+@contextlib.contextmanager
+def together() -> Iterator[None]:
+    """Outputs written inside are put in place together at the end, only if all were written: a
+    stage that fails (a full disk, a bad input found late) leaves every earlier output as it was,
+    not some new beside some old. A stage must not read back what it wrote inside."""
+    global _PENDING
+    if _PENDING is not None:  # already inside: the outer one puts them in place
+        yield
+        return
+    pending: list[tuple[Path, Path, bool]] = []
+    _PENDING = pending
+    try:
+        yield
+        _PENDING = None
+        while pending:
+            tmp, path, folder = pending[0]
+            _put(tmp, path, folder)
+            pending.pop(0)
+    except BaseException:
+        for tmp, _, folder in pending:
+            _remove(tmp, folder)
+        raise
+    finally:
+        _PENDING = None
 
 
 def atomic_file(path: str | Path) -> contextlib.AbstractContextManager[Path]:

@@ -136,13 +136,21 @@ def _uri(fig: Figure) -> str:
     return "data:image/png;base64," + base64.b64encode(png_bytes(fig)).decode("ascii")
 
 
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")  # a new marker for each further ten runs
+
+
+def _look(index: int) -> dict[str, Any]:
+    """A run's colour and marker: ten colours, then the same colours with the next marker."""
+    return {"color": variant_color(index), "marker": MARKERS[(index // 10) % len(MARKERS)]}
+
+
 def figures(runs: list[Run]) -> dict[str, str]:
     """The scatter of accuracy against time, and the curves overlaid, as data: URIs."""
     with mpl_style.context(["default", STYLE]):
         scatter = Figure(figsize=(6.5, 4), layout="constrained")
         ax = scatter.subplots()
         for i, run in enumerate(runs):
-            ax.scatter(run.train.total_train_seconds, 100 * run.evaluation.test_accuracy, color=variant_color(i),
+            ax.scatter(run.train.total_train_seconds, 100 * run.evaluation.test_accuracy, **_look(i),
                        label=run.name, s=36, zorder=3)
         ax.set(xlabel="training seconds (all epochs, compile apart)", ylabel="test accuracy (%)",
                title="test accuracy against training time")
@@ -151,10 +159,8 @@ def figures(runs: list[Run]) -> dict[str, str]:
         loss_ax, acc_ax = curves.subplots(1, 2)
         for i, run in enumerate(runs):
             epochs = [h.epoch for h in run.history]
-            loss_ax.plot(epochs, [h.train_loss for h in run.history], color=variant_color(i), marker="o",
-                         markersize=3, label=run.name)
-            acc_ax.plot(epochs, [100 * h.test_accuracy for h in run.history], color=variant_color(i), marker="o",
-                        markersize=3)
+            loss_ax.plot(epochs, [h.train_loss for h in run.history], **_look(i), markersize=3, label=run.name)
+            acc_ax.plot(epochs, [100 * h.test_accuracy for h in run.history], **_look(i), markersize=3)
         loss_ax.set(title="training loss", xlabel="epoch", ylabel="loss", yscale="log")
         loss_ax.yaxis.set_major_formatter(PLAIN)
         loss_ax.yaxis.set_minor_formatter(PLAIN)

@@ -125,11 +125,17 @@ def test_snakemake_runs_the_points_sharing_the_upstream(tmp_path):
     for point in POINTS:
         assert (ws / "sweeps" / "tiny" / point / paths.MODEL.at("jit")).is_file()
     assert "Nothing to be done" in sh(ws, "snakemake", "--cores", "2", "sweeps")
+    assert "Nothing to be done" in sh(ws, "snakemake", "--cores", "1", "sweeps")  # the lock choice re-runs nothing
     spec = {**SWEEP, "points": [{"train.step_size": 0.2}]}
     (ws / "sweeps" / "tiny.yaml").write_text(yaml.safe_dump(spec))
-    jobs = ran(sh(ws, "snakemake", "--cores", "2", "sweeps"))
+    jobs = ran(sh(ws, "snakemake", "--cores", "1", "sweeps"))
     assert jobs == {"sweep_point": 1, "sweep_train": 1, "sweep_evaluate": 1, "sweep_compare": 1, "sweeps": 1,
                     "total": 5}
+
+    def alone(point: str) -> bool:
+        return json.loads((ws / "sweeps" / "tiny" / point / paths.TRAIN_RUN.at("jit")).read_text())["ran_alone"]
+
+    assert not alone(POINTS[0]) and alone("step_size=0.2")  # side by side with --cores 2; alone with --cores 1
     rows = (ws / "sweeps" / "tiny" / paths.COMPARE_CSV).read_text().splitlines()
     assert len(rows) == 4 and rows[0].startswith("name,test_accuracy")
     best = rows[1].split(",")

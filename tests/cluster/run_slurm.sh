@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole workflow on a one-node Slurm cluster started here for the purpose
-# (workflow/profiles/slurm-local, fast params) and proves from Slurm's own job completion
-# log that every rule ran as a Slurm job. Stops every daemon it started (by pid) and restores
+# (workflow/profiles/slurm-local, fast params), then a two-point sweep, and proves from Slurm's own
+# job completion log that every rule, and every point's jobs, ran as Slurm jobs. Stops every daemon it started (by pid) and restores
 # every /etc file it changed, whatever happens. It skips (one line "SKIP slurm check: <reason>",
 # exit 0) only where the machine lacks a capability: root, a package manager, or a machine free of
 # another Slurm. A failure of its own set-up (an install, a daemon's start) is "FAIL", exit 1.
@@ -134,8 +134,7 @@ say "workflow through Slurm finished in ${RUN_S}s"
 
 # --- proof from Slurm's records: each rule's jobs (ids from the plugin's per-rule logs) are
 #     COMPLETED entries in the job completion log, run in this workspace ---
-[ -s "$WORK/jobcomp.txt" ] || fail "Slurm wrote no job completion log"
-python - "$WS" "$WORK/jobcomp.txt" "$WORK/snakemake.log" $EXPECTED_RULES <<'EOF' || fail "Slurm's records do not show every rule as a Slurm job"
+cat >"$WORK/check_jobs.py" <<'EOF'
 import re
 import sys
 from pathlib import Path
@@ -168,8 +167,31 @@ if problems:
     print("\n".join(problems), file=sys.stderr)
     sys.exit(1)
 EOF
+check_jobs() {  # <snakemake log> <rule>... : every job of these rules ran through Slurm and completed
+  local snakelog=$1; shift
+  [ -s "$WORK/jobcomp.txt" ] || fail "Slurm wrote no job completion log"
+  python "$WORK/check_jobs.py" "$WS" "$WORK/jobcomp.txt" "$snakelog" "$@" \
+    || fail "Slurm's records do not show every rule as a Slurm job"
+}
+check_jobs "$WORK/snakemake.log" $EXPECTED_RULES
 [ -s "$WS/reports/report.html" ] || fail "no reports/report.html"
 ( cd "$WS" && snakemake --cores 1 -n 2>&1 | grep -q "Nothing to be done" ) || fail "a local dry run after the Slurm run still has work"
 
+# --- a sweep through Slurm: each point's train and evaluate are Slurm jobs, sharing the upstream ---
+printf 'variant: jit\ngrid:\n  train.step_size: [0.05, 0.1]\n' >"$WS/sweeps/slurm.yaml"
+SWEEP_START=$(date +%s)
+( cd "$WS" && snakemake --profile workflow/profiles/slurm-local sweeps/slurm/compare.html ) >"$WORK/sweep.log" 2>&1
+RC=$?
+SWEEP_S=$(( $(date +%s) - SWEEP_START ))
+if [ $RC != 0 ]; then tail -60 "$WORK/sweep.log"; fail "the sweep through Slurm exited with $RC"; fi
+grep -qE "^(localrule|rule) (download|preprocess):" "$WORK/sweep.log" && fail "the sweep ran the shared stages again"
+check_jobs "$WORK/sweep.log" sweep_point sweep_train sweep_evaluate sweep_compare
+for point in step_size=0.05 step_size=0.1; do
+  [ -s "$WS/sweeps/slurm/$point/metrics/evaluate/jit.json" ] || fail "sweep point $point has no metrics"
+done
+( cd "$WS" && snakemake --cores 1 -n sweeps/slurm/compare.html 2>&1 | grep -q "Nothing to be done" ) \
+  || fail "a local dry run after the sweep still has work"
+say "sweep through Slurm: 2 points, each point's jobs Slurm jobs (${SWEEP_S}s)"
+
 OK=1
-say "PASS slurm check: every rule ran as a Slurm job (workflow ${RUN_S}s, total $(elapsed)s)"
+say "PASS slurm check: every rule ran as a Slurm job, and a sweep's points (workflow ${RUN_S}s, total $(elapsed)s)"

@@ -87,8 +87,19 @@ for message in SWEEP_ERRORS:
     print(f"warning: {message} (the sweeps target fails until it is fixed)", file=sys.stderr)
 POINT = "sweeps/{sweep}/{point}"
 # Points run side by side on purpose, and their runs record it (ran_alone: false); with --cores 1
-# each takes the machine's lock, so its timings are taken alone.
-UNLOCKED = f"{runtime.LOCK_ENV}=off" if workflow.cores > 1 else ""
+# each takes the machine's lock, so its timings are taken alone. The choice travels in the
+# environment (MNIST_PIPELINE_SWEEP_LOCK: empty = the machine's lock), not in the rules' params or
+# commands, so running a finished sweep again with other --cores does not re-run its points.
+SWEEP_LOCK_ENV = "MNIST_PIPELINE_SWEEP_LOCK"
+if workflow.cores == 1:  # the lock the main stages take (MNIST_PIPELINE_LOCK, else the machine's)
+    os.environ.setdefault(SWEEP_LOCK_ENV, os.environ.get(runtime.LOCK_ENV, ""))
+POINT_LOCK = f"{runtime.LOCK_ENV}=${{{{{SWEEP_LOCK_ENV}-off}}}}"  # unset: off
+
+
+def point_command(stage):
+    """A per-variant stage's command for one sweep point, under the point's folder."""
+    return (f"{POINT_LOCK} mnist-pipeline --params {{input.params}} {stage} --variant {{wildcards.variant}}"
+            " --root sweeps/{wildcards.sweep}/{wildcards.point:q} 2>&1 | tee {log}")
 
 
 def point_params(wildcards):

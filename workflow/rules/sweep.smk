@@ -35,15 +35,12 @@ rule sweep_train:
         upstream=stage_inputs("train"),
     output:
         [f"{POINT}/{path}" for path in stages.snakemake_outputs("train", ())[0]],
-    params:
-        lock=UNLOCKED,
     log:
         "logs/sweeps/{sweep}/{point}/train_{variant}.log",
     wildcard_constraints:
         variant="|".join(variants.names()),
     shell:
-        "{params.lock} mnist-pipeline --params {input.params} train --variant {wildcards.variant}"
-        " --root sweeps/{wildcards.sweep}/{wildcards.point:q} 2>&1 | tee {log}"
+        point_command("train")
 
 
 rule sweep_evaluate:
@@ -52,15 +49,12 @@ rule sweep_evaluate:
         upstream=stages.point_inputs("evaluate", POINT),
     output:
         [f"{POINT}/{path}" for path in stages.snakemake_outputs("evaluate", ())[0]],
-    params:
-        lock=UNLOCKED,
     log:
         "logs/sweeps/{sweep}/{point}/evaluate_{variant}.log",
     wildcard_constraints:
         variant="|".join(variants.names()),
     shell:
-        "{params.lock} mnist-pipeline --params {input.params} evaluate --variant {wildcards.variant}"
-        " --root sweeps/{wildcards.sweep}/{wildcards.point:q} 2>&1 | tee {log}"
+        point_command("evaluate")
 
 
 rule sweep_compare:

@@ -91,8 +91,9 @@ POINT = "sweeps/{sweep}/{point}"
 # environment (MNIST_PIPELINE_SWEEP_LOCK: empty = the machine's lock), not in the rules' params or
 # commands, so running a finished sweep again with other --cores does not re-run its points.
 SWEEP_LOCK_ENV = "MNIST_PIPELINE_SWEEP_LOCK"
-if workflow.cores == 1:  # the lock the main stages take (MNIST_PIPELINE_LOCK, else the machine's)
-    os.environ.setdefault(SWEEP_LOCK_ENV, os.environ.get(runtime.LOCK_ENV, ""))
+# --cores 1: the lock the main stages take (MNIST_PIPELINE_LOCK, else the machine's); set every
+# time, whatever an earlier process left in the environment
+os.environ[SWEEP_LOCK_ENV] = os.environ.get(runtime.LOCK_ENV, "") if workflow.cores == 1 else "off"
 POINT_LOCK = f"{runtime.LOCK_ENV}=${{{{{SWEEP_LOCK_ENV}-off}}}}"  # unset: off
 
 

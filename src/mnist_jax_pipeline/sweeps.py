@@ -39,6 +39,8 @@ from .errors import PipelineError
 FOLDER = Path("sweeps")
 SWEPT_SECTIONS = ("model", "train")  # download and preprocess stay shared by every point
 POINT_SECTIONS = ("data", "preprocess", *SWEPT_SECTIONS, "variants")  # what a point's train and evaluate read
+NAME_LIMIT = 100  # characters of a point's name (a folder, part of a DVC experiment's name)
+SWEEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # a folder, a Snakemake wildcard, part of a git ref
 
 
 class SweepFile(BaseModel):
@@ -118,10 +120,6 @@ def point_name(changes: dict[str, Any]) -> str:
         digest = hashlib.sha256(name.encode()).hexdigest()[:10]
         name = f"{name[:NAME_LIMIT - 11].rstrip(',=')}-{digest}"
     return name
-
-
-NAME_LIMIT = 100  # characters of a point's name (a folder, part of a DVC experiment's name)
-SWEEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # a folder, a Snakemake wildcard, part of a git ref
 
 
 def expand(spec: SweepFile) -> list[dict[str, Any]]:

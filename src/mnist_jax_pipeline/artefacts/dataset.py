@@ -98,6 +98,9 @@ def load_split(processed_dir: str | Path, split: str) -> tuple[np.ndarray, np.nd
         raise PipelineError(f"{base / f'{split}_images.npy'}: holds NaN or infinite values;"
                             f" re-run the '{PROCESSED_MADE_BY}' stage")
     labels = storage.load_array(base / f"{split}_labels.npy", PROCESSED_MADE_BY, np.int32, (images.shape[0],))
+    if not labels.size and split != "val":  # only the validation split may be empty (fraction 0)
+        raise PipelineError(f"{base / f'{split}_labels.npy'}: the {split} split is empty;"
+                            f" re-run the '{PROCESSED_MADE_BY}' stage")
     if labels.size and not (labels.min() >= 0 and labels.max() < NUM_CLASSES):
         raise PipelineError(f"{base / f'{split}_labels.npy'}: labels outside 0..{NUM_CLASSES - 1};"
                             f" re-run the '{PROCESSED_MADE_BY}' stage")

@@ -22,7 +22,15 @@ include: "workflow/rules/report.smk"
 include: "workflow/rules/sweep.smk"
 
 
+onstart:
+    hold_dvc_lock()
+
+
 onsuccess:
+    record_in_dvc()
+
+
+onerror:
     record_in_dvc()
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import importlib
 import logging
 import os
@@ -18,7 +19,7 @@ import signal
 import sys
 import threading
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from . import paths, variants
@@ -139,6 +140,27 @@ def _one_line(err: OSError | UnicodeError) -> str:
     return f"{where}: {err.strerror or err}; check that it exists, its permissions and the free space"
 
 
+@contextlib.contextmanager
+def provenance_of(args: argparse.Namespace) -> Iterator[None]:
+    """Around a stage: its inputs checked first (every job upstream current, by content), its provenance
+    record written with its outputs after."""
+    from . import freshness  # the stage table, which imports this module
+    from .config import load
+
+    if args.command not in {stage.command for stage in freshness.stages.STAGES}:
+        yield
+        return
+    checker = freshness.Checker(load(args.params), str(args.params))
+    job = freshness.job_for(args, checker.params)
+    if job is None:
+        yield
+        return
+    checker.check_installed(job.stage)
+    inputs = checker.check_inputs(job)
+    yield
+    checker.record(job, inputs)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     global _stopping
     _stopping = False
@@ -153,7 +175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         module_name, _, function = COMMANDS[args.command].module.partition(":")
         module = importlib.import_module(f"{__package__}.{module_name}")
         with storage.together():  # a stage's outputs are put in place together, or none is
-            getattr(module, function or "main")(args)
+            with provenance_of(args):
+                getattr(module, function or "main")(args)
     except (PipelineError, OSError, UnicodeError) as err:
         discard_temps()
         atexit.register(discard_temps)  # again after worker threads are joined at exit

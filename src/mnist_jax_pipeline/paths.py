@@ -94,6 +94,15 @@ REPORT_FIGURES = Artefact("reports/figures", "report", files=tuple(f"{name}.png"
 ARTEFACTS = (RAW, PROCESSED, MODEL, TRAIN_METRICS, TRAIN_RUN, TRAIN_HISTORY, EVAL_METRICS, EVAL_DETAILS,
              CONFUSION, PROFILE, VARIANTS_HISTORY, REPORT_HTML, REPORT_MD, REPORT_FIGURES)
 
+# Each stage's provenance record (artefacts/provenance.py), beside its outputs under the same root.
+PROVENANCE = "provenance"
+
+
+def stamp(stage: str, per_variant: bool) -> Artefact:
+    """The provenance record a stage writes with its outputs: provenance/train_{variant}.json, say."""
+    return Artefact(f"{PROVENANCE}/{stage}{'_{variant}' if per_variant else ''}.json", stage)
+
+
 POINT_PARAMS = "params.yaml"  # a sweep point's parameters, in its folder (sweeps.py)
 COMPARE_HTML = "compare.html"  # a sweep's comparison page and table, in its folder
 COMPARE_CSV = "results.csv"
@@ -103,7 +112,8 @@ EXPERIMENTS_HTML = "reports/experiments.html"  # the comparison page of DVC's ex
 # the report's provenance does not count them as changes. Patterns, `*` for a variant.
 # dvc.lock, the artefacts kept in git, and the .gitignore files DVC writes beside its outputs
 PIPELINE_WRITES = ("dvc.lock", *(a.path.replace("{variant}", "*") for a in ARTEFACTS if a.in_git),
-                   *sorted({f"{Path(a.path).parent.as_posix()}/.gitignore" for a in ARTEFACTS}))
+                   *sorted({f"{Path(a.path).parent.as_posix()}/.gitignore" for a in ARTEFACTS}
+                           | {f"{PROVENANCE}/.gitignore"}))
 
 # Columns of VARIANTS_HISTORY that dvc.yaml's top-level plots draw, one line per variant (the
 # template .dvc/plots/variants.json colours by variant and dashes by revision).

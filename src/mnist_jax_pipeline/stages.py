@@ -43,7 +43,16 @@ class Stage:
 
     @property
     def outputs(self) -> tuple[paths.Artefact, ...]:
+        """What it writes: its artefacts, then its provenance record."""
+        return (*self.artefacts, self.stamp)
+
+    @property
+    def artefacts(self) -> tuple[paths.Artefact, ...]:
         return tuple(a for a in paths.ARTEFACTS if a.made_by == self.name)
+
+    @property
+    def stamp(self) -> paths.Artefact:
+        return paths.stamp(self.name, self.per_variant)
 
     def cmd(self, variant: str) -> str:
         """The command line; `variant` is the placeholder (or name) filled in for a per-variant stage."""
@@ -170,9 +179,12 @@ def _plot(artefact: paths.Artefact, path: str) -> dict:
 
 
 def _dvc_out(artefact: paths.Artefact, stage: Stage) -> str | dict:
-    """An output's dvc.yaml entry: its path, with its plot's options and `cache: false` for one kept in git."""
+    """An output's dvc.yaml entry: its path, with its plot's options, and `cache: false` for one kept in git.
+    Those are also `persist: true`: DVC cannot restore them from its cache, so it must not delete them
+    before the stage runs (the stage replaces them atomically, only when it succeeds)."""
     path = _dvc_path(artefact, stage)
-    options = (_plot(artefact, path)[path] if artefact.plot else {}) | ({"cache": False} if artefact.in_git else {})
+    kept = {"cache": False, "persist": True} if artefact.in_git else {}
+    options = (_plot(artefact, path)[path] if artefact.plot else {}) | kept
     return {path: options} if options else path
 
 

@@ -1,12 +1,14 @@
 # The parameters and the stage table (src/mnist_jax_pipeline/stages.py) as rules see them.
+import contextlib
 import os
 import re
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-from mnist_jax_pipeline import paths, runtime, stages, sweeps, variants
+from mnist_jax_pipeline import freshness, paths, runtime, stages, sweeps, variants
 from mnist_jax_pipeline.config import load
 from mnist_jax_pipeline.errors import PipelineError
 
@@ -20,9 +22,66 @@ config.update(PARAMS.to_dict())
 VARIANTS = tuple(PARAMS.variants)
 
 
+# Content, not file times, decides what is stale (src/mnist_jax_pipeline/freshness.py): each job's
+# provenance record is compared with the files, params.yaml and code as they are now. A job that is
+# not current gets a new marker (.snakemake/provenance/<job>), its one input that is not ancient();
+# every other input is ancient(), so a file time alone never re-runs a job. The default profile
+# (profiles/default) turns off Snakemake's own records as triggers for the same reason.
+CHECKER = freshness.Checker(PARAMS)
+JOBS = freshness.jobs(VARIANTS)
+STALE = CHECKER.stale(JOBS)
+MARKERS = Path(".snakemake/provenance")
+
+
+def marker(job):
+    return MARKERS / job.stage.stamp.at(job.variant).name
+
+
+def mark(jobs, stale):
+    """A stale job's marker gets new content and a time after its outputs'; a current one's the oldest time."""
+    MARKERS.mkdir(parents=True, exist_ok=True)
+    for job in jobs:
+        path = marker(job)
+        if job in stale:
+            newest = max((p.stat().st_mtime for p in job.outputs() + [job.stamp_path] if p.exists()), default=0.0)
+            path.write_text("\n".join([*stale[job], str(time.time_ns())]) + "\n", encoding="utf-8")
+            moment = max(time.time(), newest + 1)
+            os.utime(path, (moment, moment))
+        else:
+            if not path.exists():
+                path.write_text("current\n", encoding="utf-8")
+            os.utime(path, (0, 0))
+
+
+mark(JOBS, STALE)
+for job, reasons in STALE.items():
+    if job.stamp_path.exists():  # a job never run needs no explanation
+        print(f"{job.name}: not current: {reasons[0]}", file=sys.stderr)
+
+
+def settle(jobs):
+    """Provenance records get an old time (1 s after the epoch, after the markers of current jobs): they link each job to the jobs it reads (so a job that
+    re-runs re-runs those after it), but their time never makes a job stale."""
+    for job in jobs:
+        with contextlib.suppress(OSError):
+            os.utime(job.stamp_path, (1, 1))  # not 0: Snakemake reads an output time of 0 as none
+
+
+settle(JOBS)
+
+
 def stage_inputs(name):
-    """Upstream files and code files of a stage."""
-    return stages.snakemake_inputs(name, VARIANTS)
+    """The job's marker, the records of the jobs it reads, then its upstream files and code files,
+    ancient(): their times decide nothing."""
+    stage = stages.get(name)
+    own = (MARKERS / Path(stage.stamp.path).name).as_posix()
+    upstream = []
+    for artefact in stage.inputs:
+        maker = stages.get(artefact.made_by)
+        names = [maker.stamp.path] if stage.per_variant or not maker.per_variant else [
+            maker.stamp.path.format(variant=v) for v in VARIANTS]
+        upstream += [path for path in names if path not in upstream]
+    return [own, *upstream] + [ancient(path) for path in stages.snakemake_inputs(name, VARIANTS)]
 
 
 def stage_outputs(name):
@@ -33,50 +92,65 @@ def stage_outputs(name):
     return {re.sub(r"\W", "_", Path(path).name.replace("{variant}", "")).strip("_"): out for path, out in named.items()}
 
 
-def stage_params(name):
-    """The params.yaml sections a stage reads, so that a changed value re-runs its jobs."""
-    return {section: config[section] for section in stages.get(name).params}
-
-
 def stage_command(name):
     """The stage's command, its output also kept in the job's log."""
     return stages.get(name).cmd("{wildcards.variant}") + " 2>&1 | tee {log}"
 
 
-def dag_stages():
-    """{DVC stage name: its output paths} for the jobs of this run's DAG (run or found up to date)."""
-    found = {}
-    dvc_stages = {stage.name for stage in stages.STAGES}
-    for job in workflow.dag.jobs:
-        if job.rule.name not in dvc_stages:  # `all`, and the sweep rules (DVC queues sweeps as experiments)
-            continue
-        variant = job.wildcards_dict.get("variant")
-        found[f"{job.rule.name}@{variant}" if variant else job.rule.name] = [str(path) for path in job.output]
-    return found
+DVC_LOCK = Path(".dvc/tmp/lock")  # DVC's own repository lock: one run at a time, across both tools
+_held = []
+
+
+def hold_dvc_lock():
+    """Hold DVC's repository lock while jobs run, so `dvc repro` (or `dvc exp run`) cannot run the same
+    stages beside this run, and this run does not start beside one of them."""
+    if not Path(".dvc").is_dir():
+        return
+    import zc.lockfile
+
+    DVC_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        _held.append(zc.lockfile.LockFile(str(DVC_LOCK)))
+    except zc.lockfile.LockError:
+        sys.exit(f"error: a DVC command is running in this checkout ({DVC_LOCK} is held); wait for it to end,"
+                 " then run snakemake again")
+
+
+def release_dvc_lock():
+    while _held:
+        _held.pop().close()
 
 
 def record_in_dvc():
-    """Let dvc.lock record what Snakemake produced (`dvc commit`), so `dvc status` agrees.
+    """Let dvc.lock record what this run made, so `dvc status` agrees with it (`dvc commit`).
 
-    Only the stages of this run's DAG are committed: Snakemake has just made them, or checked
-    that they are up to date. It runs only when one of their outputs is newer than dvc.lock,
-    so a no-op run stays a no-op. MNIST_PIPELINE_DVC_COMMIT=0 turns it off.
+    Only jobs of this run's DAG whose outputs are current by content (freshness.py) are recorded:
+    dvc.lock never names an output under parameters, code or inputs it was not made from. Runs
+    after a failed run too, for the jobs that finished. MNIST_PIPELINE_DVC_COMMIT=0 turns it off.
     """
+    release_dvc_lock()
     if os.environ.get("MNIST_PIPELINE_DVC_COMMIT", "1") == "0" or not Path(".dvc").is_dir():
         return
     if workflow.dryrun or workflow.touch:  # nothing was made
         return
-    lock = Path("dvc.lock")
-    recorded = lock.stat().st_mtime if lock.exists() else 0.0
-    done, newer = [], False
-    for stage, outputs in dag_stages().items():
-        outs = [Path(o) for o in outputs]
-        if all(p.exists() for p in outs):
-            done.append(stage)
-            newer = newer or any(p.stat().st_mtime > recorded for p in outs)
-    if done and newer:
-        subprocess.run(["dvc", "commit", "--force", "--quiet", *sorted(done)], check=True)
-        lock.touch()  # DVC leaves an unchanged dvc.lock untouched; mark it as checked now
+    names = {f"{job.rule.name}@{job.wildcards_dict['variant']}" if "variant" in job.wildcards_dict else job.rule.name
+             for job in workflow.dag.jobs}
+    checker = freshness.Checker(load("params.yaml"))
+    current = []
+    for job in JOBS:
+        if job.name not in names:
+            continue
+        problems = checker.problems(job)
+        if problems:
+            print(f"dvc.lock: {job.name} not recorded: {problems[0]}", file=sys.stderr)
+        else:
+            current.append(job.name)
+    if not current:
+        return
+    done = subprocess.run(["dvc", "commit", "--force", "--quiet", *current], capture_output=True, text=True)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        sys.exit(f"error: dvc commit failed ({last}); run `dvc commit --force` once DVC can")
 
 
 # --- sweeps (rules/sweep.smk) ---

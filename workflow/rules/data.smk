@@ -10,8 +10,6 @@ rule download:
     output:
         **stage_outputs("download"),
     cache: "omit-software"
-    params:
-        values=stage_params("download"),
     log:
         "logs/download.log",
     threads: workflow.cores
@@ -25,8 +23,6 @@ rule preprocess:
     output:
         **stage_outputs("preprocess"),
     cache: "omit-software"
-    params:
-        values=stage_params("preprocess"),
     log:
         "logs/preprocess.log",
     shell:

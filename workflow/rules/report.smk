@@ -7,8 +7,6 @@ rule profile:
         stage_inputs("profile"),
     output:
         **stage_outputs("profile"),
-    params:
-        values=stage_params("profile"),
     log:
         "logs/profile_{variant}.log",
     wildcard_constraints:
@@ -30,8 +28,7 @@ rule report:
             caption="../report/figures.rst",
             category="Figures",
         ),
-    params:
-        values=stage_params("report"),
+        stamp=stages.get("report").stamp.path,
     log:
         "logs/report.log",
     shell:

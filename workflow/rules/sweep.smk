@@ -32,7 +32,7 @@ rule sweep_point:
 rule sweep_train:
     input:
         params=f"{POINT}/{paths.POINT_PARAMS}",
-        upstream=stage_inputs("train"),
+        upstream=stages.snakemake_inputs("train", VARIANTS),
     output:
         [f"{POINT}/{path}" for path in stages.snakemake_outputs("train", ())[0]],
     log:

@@ -245,6 +245,11 @@ def together() -> Iterator[None]:
         _PENDING = None
 
 
+def pending() -> dict[Path, Path]:
+    """Inside together(): {temporary path: the path it will be put at} of what was written so far."""
+    return {tmp: path for tmp, path, _ in _PENDING or ()}
+
+
 def atomic_file(path: str | Path) -> contextlib.AbstractContextManager[Path]:
     """A temporary path beside `path`; on success it is renamed onto `path`."""
     return _atomic(Path(path), folder=False)

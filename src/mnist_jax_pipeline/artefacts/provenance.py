@@ -1,0 +1,82 @@
+"""The provenance record: what a stage's outputs were made from, by content, and their own digests.
+
+Every stage run through the CLI writes one record (`provenance/<stage>.json`, see paths.stamp)
+together with its outputs: the params.yaml sections it read, as values; the SHA-256 of every
+code file it ran; of every input file it read; and of every file it wrote. A consumer, and the
+workflow when it decides what is stale, compares these with the files as they are now: a file
+time is never evidence.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from .record import Record
+from .storage import TMP_PREFIX
+
+# Never part of an artefact: atomic writes' temporaries, the folder marker Snakemake writes, byte code.
+IGNORED_NAMES = (".snakemake_timestamp", "__pycache__", ".gitignore")
+
+
+class Stamp(Record):
+    """One stage run's provenance (file -> SHA-256 maps use paths relative to the project root)."""
+
+    stage: str  # 'preprocess', 'train@jit'
+    params: dict[str, Any]  # the params.yaml sections the stage read
+    code: dict[str, str]
+    inputs: dict[str, str]
+    outputs: dict[str, str]
+    versions: dict[str, str]  # the runtime it ran on, for the record (the lock file is an input)
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a file's bytes (a symbolic link: of the path it points to)."""
+    if path.is_symlink():
+        return "symlink:" + hashlib.sha256(os.fsencode(os.readlink(path))).hexdigest()
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def ignored(name: str) -> bool:
+    return name.startswith(TMP_PREFIX) or name in IGNORED_NAMES or name.endswith(".pyc")
+
+
+def files_under(path: Path) -> list[Path]:
+    """The file itself, or every file below a folder (sorted; links are not followed)."""
+    if path.is_symlink() or path.is_file():
+        return [path]
+    if not path.is_dir():
+        return []
+    found = []
+    for folder, dirs, names in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if not ignored(d))
+        found += [Path(folder) / name for name in sorted(names) if not ignored(name)]
+        found += [Path(folder) / d for d in dirs if (Path(folder) / d).is_symlink()]
+    return sorted(found)
+
+
+class Hashes:
+    """File digests, each computed once per process (a stage and the workflow read many files twice)."""
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[str, int, int, int, int], str] = {}
+
+    def of(self, path: Path) -> str:
+        stat = path.lstat()
+        key = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+        if key not in self._known:
+            self._known[key] = file_sha256(path)
+        return self._known[key]
+
+    def tree(self, paths: Iterable[Path], rename: Mapping[Path, Path] | None = None) -> dict[str, str]:
+        """{file: digest} for every file of `paths`; `rename` maps a temporary path to the final one it stands for."""
+        found: dict[str, str] = {}
+        for path in paths:
+            final = (rename or {}).get(path, path)
+            for file in files_under(path):
+                found[(final / file.relative_to(path)).as_posix() if file != path else final.as_posix()] = self.of(file)
+        return found

@@ -1,0 +1,239 @@
+"""Whether a stage's outputs are current, decided by content, the same way for every tool.
+
+A job (a stage, its variant, the root its outputs go under) is current when its provenance
+record exists (paths.stamp), every file it lists is there with the recorded digest and no other
+file is in its output folders, and what it was made from is what it would be made from now: the
+same params.yaml sections, the same code, and the same input files, these being the outputs of
+current jobs in turn. `problems()` says why a job is not current, in words; `check_inputs()`
+refuses to run a stage on inputs that are not; `record()` writes a job's record with its outputs.
+Snakemake asks `stale()` when it parses the workflow (workflow/rules/common.smk), each stage
+asks `check_inputs()` before it reads anything, and the end-of-run `dvc commit` records only
+jobs that are current.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from . import paths, stages
+from .artefacts import storage
+from .artefacts.provenance import Hashes, Stamp
+from .config import Params
+from .errors import PipelineError
+from .runtime import package_version
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+SHARED = ("download", "preprocess")  # stages whose outputs sweep points share, under the project root
+RUNTIME_PACKAGES = ("jax", "jaxlib", "numpy", "optax", "safetensors", "tensorflow-datasets", "matplotlib")
+SHOWN = 3  # problems named per job
+
+
+@dataclass(frozen=True)
+class Job:
+    """One run of a stage: `train@jit` under `root` (a sweep point's folder, or the project root)."""
+
+    stage: stages.Stage
+    variant: str | None = None
+    root: Path = Path(".")
+
+    @property
+    def name(self) -> str:
+        return f"{self.stage.name}@{self.variant}" if self.variant else self.stage.name
+
+    @property
+    def stamp_path(self) -> Path:
+        return self.stage.stamp.at(self.variant, self.root)
+
+    def outputs(self) -> list[Path]:
+        """The files and folders it writes, its record aside."""
+        return [a.at(self.variant, self.root) for a in self.stage.artefacts]
+
+    def producers(self, variants: Iterable[str]) -> list[tuple[Job, list[Path]]]:
+        """The jobs whose outputs it reads, each with the paths it reads of them."""
+        found: dict[Job, list[Path]] = {}
+        for artefact in self.stage.inputs:
+            maker = stages.get(artefact.made_by)
+            root = Path(".") if maker.name in SHARED else self.root
+            names = ([self.variant] if self.stage.per_variant else list(variants)) if artefact.per_variant else [None]
+            for variant in names:
+                found.setdefault(Job(maker, variant, root), []).append(artefact.at(variant, root))
+        return list(found.items())
+
+    def fix(self) -> str:
+        """The commands that re-run it."""
+        if self.root != Path("."):
+            return f"re-run the sweep: snakemake --cores all sweeps (or dvc exp run for its point)"
+        return f"re-run '{self.name}': snakemake --cores all, or dvc repro -f -s {self.name}"
+
+
+def jobs(variants: Iterable[str], root: Path = Path(".")) -> list[Job]:
+    """Every job of the pipeline, upstream first."""
+    variants = tuple(variants)
+    return [Job(stage, v, root) for stage in stages.STAGES for v in (variants if stage.per_variant else (None,))]
+
+
+def _first_difference(old: Any, new: Any, key: str) -> str | None:
+    """The dotted key of the first value that differs, with both values."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        for name in sorted(set(old) | set(new)):
+            found = _first_difference(old.get(name), new.get(name), f"{key}.{name}")
+            if found:
+                return found
+        return None
+    if old != new:
+        return f"{key}: {json.dumps(old)} in the record, {json.dumps(new)} now"
+    return None
+
+
+@dataclass
+class Checker:
+    """Checks jobs against the files as they are; digests are computed once."""
+
+    params: Params
+    params_path: str = "params.yaml"
+    hashes: Hashes = field(default_factory=Hashes)
+    _code: dict[str, dict[str, str]] = field(default_factory=dict)
+    _problems: dict[Job, list[str]] = field(default_factory=dict)
+
+    def code(self, stage: stages.Stage) -> dict[str, str]:
+        """{code file: digest} of what the stage runs: the checkout's package, else the installed one."""
+        if stage.name not in self._code:
+            root = stages.CODE_ROOT if stages.CODE_ROOT.is_dir() else PACKAGE_DIR
+            files = [Path(f) for f in stages.code_files(stage, root)]
+            self._code[stage.name] = {(stages.CODE_ROOT / f.relative_to(root)).as_posix(): self.hashes.of(f)
+                                      for f in files}
+        return self._code[stage.name]
+
+    def inputs(self, job: Job) -> dict[str, str]:
+        return self.hashes.tree(p for _, read in job.producers(self.params.variants) for p in read)
+
+    def made_from(self, job: Job) -> dict[str, Any]:
+        values = self.params.to_dict()
+        return {section: values[section] for section in job.stage.params}
+
+    def read(self, job: Job) -> Stamp | None:
+        try:
+            return Stamp.model_validate_json(job.stamp_path.read_bytes())
+        except (OSError, ValueError, ValidationError):
+            return None
+
+    def problems(self, job: Job) -> list[str]:
+        """Why the job's outputs are not current, first things first; [] when they are."""
+        if job in self._problems:
+            return self._problems[job]
+        found: list[str] = []
+        stamp = self.read(job)
+        first = (job.outputs() or [job.stamp_path])[0]
+        if stamp is None or stamp.stage != job.name:
+            what = "missing" if not any(p.exists() for p in job.outputs()) else "not made by this pipeline's stage"
+            found.append(f"{first}: {what} (no provenance record {job.stamp_path})")
+        else:
+            now = self.hashes.tree(job.outputs())
+            for name in sorted(set(stamp.outputs) | set(now)):
+                if name not in now:
+                    found.append(f"{name}: missing")
+                elif name not in stamp.outputs:
+                    found.append(f"{name}: not written by '{job.name}'")
+                elif now[name] != stamp.outputs[name]:
+                    found.append(f"{name}: changed since '{job.name}' wrote it")
+            for section, value in self.made_from(job).items():
+                differs = _first_difference(stamp.params.get(section), value, section)
+                if differs:
+                    found.append(f"{first}: made with {differs.replace(' now', ' in ' + self.params_path)}")
+            code = self.code(job.stage)
+            changed = sorted(f for f in set(code) | set(stamp.code) if code.get(f) != stamp.code.get(f))
+            if changed:
+                found.append(f"{first}: made by other code ({', '.join(changed[:SHOWN])}"
+                             f"{' ...' if len(changed) > SHOWN else ''} changed)")
+            inputs = self.inputs(job)
+            moved = sorted(f for f in set(inputs) | set(stamp.inputs) if inputs.get(f) != stamp.inputs.get(f))
+            if moved:
+                found.append(f"{first}: made from other inputs ({', '.join(moved[:SHOWN])}"
+                             f"{' ...' if len(moved) > SHOWN else ''} changed)")
+        self._problems[job] = found
+        return found
+
+    def ancestors(self, job: Job) -> list[Job]:
+        """Every job upstream of `job`, upstream first."""
+        order: list[Job] = []
+
+        def visit(current: Job) -> None:
+            for producer, _ in current.producers(self.params.variants):
+                if producer not in order:
+                    visit(producer)
+                    order.append(producer)
+
+        visit(job)
+        return order
+
+    def check_inputs(self, job: Job) -> dict[str, str]:
+        """The digests of the job's inputs, once every job upstream is current; else one line naming the file."""
+        for upstream in self.ancestors(job):
+            found = self.problems(upstream)
+            if found:
+                raise PipelineError(f"{found[0]}; {upstream.fix()}")
+        return self.inputs(job)
+
+    def record(self, job: Job, inputs: dict[str, str]) -> None:
+        """Write the job's record with its outputs (inside storage.together(): the files about to be put in place)."""
+        stamp = Stamp(stage=job.name, params=self.made_from(job), code=self.code(job.stage), inputs=inputs,
+                      outputs=self.future_outputs(job),
+                      versions={name: package_version(name) or "not installed" for name in RUNTIME_PACKAGES})
+        storage.write_model(job.stamp_path, stamp)
+
+    def future_outputs(self, job: Job) -> dict[str, str]:
+        """{file: digest} of the job's outputs as they will be once the pending writes are in place."""
+        pending = storage.pending()
+        found: dict[str, str] = {}
+        for out in job.outputs():
+            whole = [tmp for tmp, final in pending.items() if final == out]
+            found |= self._future(whole[-1] if whole else out, out, pending)
+        return found
+
+    def _future(self, disk: Path, logical: Path, pending: dict[Path, Path]) -> dict[str, str]:
+        """The files at `disk`, named as under `logical`, with the pending writes into it laid over them."""
+        entries = self.hashes.tree([disk], {disk: logical})
+        for tmp, final in pending.items():
+            if disk in final.parents:
+                target = logical / final.relative_to(disk)
+                prefix = target.as_posix()
+                entries = {k: v for k, v in entries.items() if k != prefix and not k.startswith(prefix + "/")}
+                entries |= self._future(tmp, target, pending)
+        return entries
+
+    def stale(self, candidates: Iterable[Job]) -> dict[Job, list[str]]:
+        """{job: its problems} of the jobs that are not current."""
+        return {job: found for job in candidates if (found := self.problems(job))}
+
+    def check_installed(self, stage: stages.Stage) -> None:
+        """Refuse to run code other than the checkout's: the record would name code that did not run."""
+        if not stages.CODE_ROOT.is_dir() or stages.CODE_ROOT.resolve() == PACKAGE_DIR:
+            return
+        for name, digest in self.code(stage).items():
+            installed = PACKAGE_DIR / Path(name).relative_to(stages.CODE_ROOT)
+            if not installed.is_file() or self.hashes.of(installed) != digest:
+                raise PipelineError(f"{name}: differs from the installed package ({installed}); install the"
+                                    " checkout's code: pip install -e . (or rebuild the image)")
+
+
+def job_for(args: argparse.Namespace, params: Params) -> Job | None:
+    """The pipeline job a CLI command runs, or None (not a stage, or outputs moved off the stage table's paths)."""
+    names = {stage.command: stage for stage in stages.STAGES}
+    stage = names.get(args.command)
+    if stage is None:
+        return None
+    defaults = {"out": stage.outputs[0].path, "raw": paths.RAW.path, "processed": paths.PROCESSED.path}
+    if any(getattr(args, key, default) != default for key, default in defaults.items()):
+        return None
+    variant = getattr(args, "variant", None)
+    if variant is not None and variant not in params.variants:
+        raise PipelineError(f"--variant {variant}: not among {args.params}'s variants ({', '.join(params.variants)});"
+                            " add it there, so that both orchestrators track its outputs")
+    return Job(stage, variant, Path(getattr(args, "root", ".")))

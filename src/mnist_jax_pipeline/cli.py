@@ -140,6 +140,19 @@ def _one_line(err: OSError | UnicodeError) -> str:
     return f"{where}: {err.strerror or err}; check that it exists, its permissions and the free space"
 
 
+def refuse_owned(args: argparse.Namespace) -> None:
+    """One line where --out or --root names another stage's output: the command would write over it."""
+    own = {a.path for a in paths.ARTEFACTS if a.made_by == args.command}
+    for option in ("out", "root"):
+        value = getattr(args, option, None)
+        if not value or value == "." or value in own:
+            continue
+        owner = paths.owner(value)
+        if owner is not None:
+            raise PipelineError(f"--{option} {value}: the '{owner}' stage writes there; choose a path outside"
+                                " the pipeline's outputs")
+
+
 @contextlib.contextmanager
 def provenance_of(args: argparse.Namespace) -> Iterator[None]:
     """Around a stage: its inputs checked first (every job upstream current, by content), its provenance
@@ -151,6 +164,7 @@ def provenance_of(args: argparse.Namespace) -> Iterator[None]:
         yield
         return
     checker = freshness.Checker(load(args.params), str(args.params))
+
     job = freshness.job_for(args, checker.params)
     if job is None:
         yield
@@ -174,6 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         module_name, _, function = COMMANDS[args.command].module.partition(":")
         module = importlib.import_module(f"{__package__}.{module_name}")
+        refuse_owned(args)
         with storage.together():  # a stage's outputs are put in place together, or none is
             with provenance_of(args):
                 getattr(module, function or "main")(args)

@@ -7,6 +7,8 @@ makes one artefact per training variant, written by the stage `<made_by>@<varian
 
 from __future__ import annotations
 
+import fnmatch
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -120,3 +122,17 @@ PIPELINE_WRITES = ("dvc.lock", *(a.path.replace("{variant}", "*") for a in ARTEF
 HISTORY_PLOTS = {"train_loss": "Training loss per epoch", "test_accuracy": "Test accuracy per epoch",
                  "epoch_seconds": "Seconds per epoch"}
 HISTORY_TEMPLATE = "variants"
+
+
+def owner(path: str | Path) -> str | None:
+    """The stage whose output `path` is, or lies inside (any variant), under the project root; else None.
+    A command's --out or --root must not name one: it would write over what the stage owns."""
+    relative = Path(os.path.relpath(Path(path).resolve(), Path.cwd().resolve()))
+    if relative.parts[:1] == ("..",):
+        return None
+    candidates = [relative, *relative.parents]
+    for artefact in (*ARTEFACTS, Artefact(f"{PROVENANCE}/*", "the pipeline")):
+        pattern = artefact.path.replace("{variant}", "*")
+        if any(fnmatch.fnmatchcase(p.as_posix(), pattern) for p in candidates if p != Path(".")):
+            return artefact.made_by
+    return None

@@ -105,6 +105,8 @@ def write_raw(raw_dir: Path, train: int = 600, test: int = 200) -> Path:
         storage.save_array(arrays / f"{split}_labels.npy", labels)
         manifest["splits"][split] = {"count": count, "label_histogram": np.bincount(labels, minlength=10).tolist()}
     storage.write_json(raw_dir / "manifest.json", manifest)
+    if raw_dir.name == "raw" and raw_dir.parent.name == "data":  # a project's data/raw: as the download stage left it
+        adopt(raw_dir.parent.parent, params=validate(base_params()))
     return raw_dir
 
 
@@ -175,6 +177,22 @@ def write_params(path: Path, raw: dict[str, Any]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return path
+
+
+def adopt(root: Path, stage: str = "download", params: Params | None = None) -> None:
+    """Record what lies at a stage's outputs under `root` (the synthetic data/raw, say) as that stage's
+    work, with the provenance record the stage itself would write, so that later stages accept it."""
+    from mnist_jax_pipeline import freshness, stages
+    from mnist_jax_pipeline.config import load
+
+    here = Path.cwd()
+    os.chdir(root)
+    try:
+        checker = freshness.Checker(params or load("params.yaml"))
+        job = freshness.Job(stages.get(stage))
+        checker.record(job, checker.inputs(job))
+    finally:
+        os.chdir(here)
 
 
 def run_stages(root: Path, *commands: list[str]) -> None:

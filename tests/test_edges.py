@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, run_stages, tiny_params_dict, without_root_powers, write_params, write_raw
+from conftest import ROOT, adopt, run_stages, tiny_params_dict, without_root_powers, write_params, write_raw
 from mnist_jax_pipeline import paths
 from mnist_jax_pipeline.artefacts import storage
 from mnist_jax_pipeline.config import read_yaml
@@ -186,6 +186,7 @@ def test_a_lock_file_that_cannot_be_opened_is_one_line(project):
 def test_a_manifest_of_the_wrong_shape_names_the_download_stage(project, content, expected):
     write_raw(project / "data" / "raw")
     (project / paths.RAW.path / "manifest.json").write_text(content)
+    adopt(project)  # as a download stage of another format would have left it
     line = one_line(cli(project, "preprocess"))
     assert expected in line and line.endswith("re-run the 'download' stage")
 

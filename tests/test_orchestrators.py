@@ -8,9 +8,15 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from mnist_jax_pipeline.stages import STAGES
+from mnist_jax_pipeline import freshness
+from mnist_jax_pipeline.config import load
+from mnist_jax_pipeline.stages import STAGES, get
 
 LOG_SUFFIX = " 2>&1 | tee {log}"
+
+
+def is_provenance(path: str) -> bool:
+    return path.startswith((".snakemake/provenance/", "provenance/"))
 
 
 def snakemake_stages() -> dict[str, dict]:
@@ -23,6 +29,7 @@ def snakemake_stages() -> dict[str, dict]:
         workflow = api.workflow(resource_settings=ResourceSettings(cores=1),
                                 snakefile=ROOT / "Snakefile", workdir=ROOT)._workflow
         variants = list(workflow.config["variants"])
+        params = load(ROOT / "params.yaml")
         dvc_stages = {stage.name for stage in STAGES}
         for rule in workflow.rules:
             if rule.name not in dvc_stages:  # `all`, and the sweep rules (DVC queues sweeps as experiments)
@@ -36,11 +43,15 @@ def snakemake_stages() -> dict[str, dict]:
                     return text.replace("{wildcards.variant}", v or "")
 
                 name = f"{rule.name}@{variant}" if wildcard else rule.name
+                job = freshness.Job(get(rule.name), variant)
                 stages[name] = {
                     "cmd": fill(rule.shellcmd[: -len(LOG_SUFFIX)]).strip(),
-                    "deps": {fill(p) for p in rule.input},
+                    # the job's marker and the records of the jobs it reads are Snakemake's means of
+                    # re-running by content (freshness.py), not inputs DVC needs
+                    "deps": {fill(p) for p in rule.input if not is_provenance(fill(p))},
                     "outs": {fill(p) for p in rule.output},
-                    "params": set(rule.params.values.keys()),
+                    # what decides a re-run: the sections a job's provenance record holds
+                    "params": set(freshness.Checker(params).made_from(job)),
                 }
     return stages
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -23,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import write_raw
+from conftest import adopt, write_raw
 from mnist_jax_pipeline import variants
 from mnist_jax_pipeline.cli import main
 
@@ -183,7 +184,9 @@ def test_an_accepted_file_runs_every_stage(raw_dir: Path, changed: dict[str, str
         status, stderr = run(work, "check")
         if status != 0:
             return  # the other property covers refusals
-        status, stderr = run(work, "preprocess", "--raw", str(raw_dir))
+        shutil.copytree(raw_dir, work / "data" / "raw")
+        adopt(work)  # as the download stage would have left it
+        status, stderr = run(work, "preprocess")
         assert status == 0, stderr
         from mnist_jax_pipeline.config import load
 

@@ -53,7 +53,7 @@ def make_workspace(parent: Path, name: str, fast: bool = True, **params: object)
         if src.is_file() or src.is_symlink():
             (ws / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, ws / rel, follow_symlinks=False)
-    set_params(ws, **({"preprocess.max_train_examples": 2000, "train.epochs": 1} if fast else {}), **params)
+    set_params(ws, **({"preprocess.max_train_examples": 2000, "train.epochs": 1} if fast else {}) | params)
     sh(ws, "git", "init", "-q")
     sh(ws, "git", "add", "-A")
     sh(ws, "git", "commit", "-qm", "workspace")
@@ -80,3 +80,44 @@ def snakemake_planned(ws: Path) -> set[str]:
 
 def dvc_ran(output: str) -> set[str]:
     return {m.group(1).split("@")[0] for m in re.finditer(r"Running stage '([^']+)'", output)}
+
+
+def copy_workspace(base: Path, parent: Path, name: str) -> Path:
+    """A copy of a workspace (its git history, DVC cache and outputs), file times kept."""
+    ws = parent / name
+    shutil.copytree(base, ws, symlinks=True)
+    return ws
+
+
+def snakemake_jobs(ws: Path) -> set[str]:
+    """The jobs a dry run would execute, named as DVC names its stages (`train@jit`), `all` left out."""
+    out = sh(ws, "snakemake", "--cores", "all", "-n")
+    found = set()
+    for block in re.split(r"\n(?=\[.*\]\n(?:local)?rule )", out):
+        rule = re.search(r"^(?:local)?rule (\w+):", block, re.M)
+        if rule is None or rule.group(1) == "all":
+            continue
+        variant = re.search(r"wildcards: variant=(\w+)", block)
+        found.add(f"{rule.group(1)}@{variant.group(1)}" if variant else rule.group(1))
+    return found
+
+
+def dvc_stale(ws: Path) -> set[str]:
+    """The stages `dvc status` lists as changed."""
+    import json
+
+    out = sh(ws, "dvc", "status", "--json")
+    return set(json.loads(out.strip().splitlines()[-1] or "{}"))
+
+
+def downstream(ws: Path, names: set[str]) -> set[str]:
+    """The stages `names` and every stage after them in the pipeline (what re-running them re-runs)."""
+    from mnist_jax_pipeline import freshness
+    from mnist_jax_pipeline.config import load
+
+    params = load(ws / "params.yaml")
+    found = set(names)
+    for job in freshness.jobs(params.variants):  # upstream first
+        if any(producer.name in found for producer, _ in job.producers(params.variants)):
+            found.add(job.name)
+    return found

@@ -189,9 +189,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         module_name, _, function = COMMANDS[args.command].module.partition(":")
         module = importlib.import_module(f"{__package__}.{module_name}")
         refuse_owned(args)
-        with storage.together():  # a stage's outputs are put in place together, or none is
-            with provenance_of(args):
-                getattr(module, function or "main")(args)
+        # a stage's outputs, its provenance record last, are put in place together, or none is
+        with storage.together(), provenance_of(args):
+            getattr(module, function or "main")(args)
     except (PipelineError, OSError, UnicodeError) as err:
         discard_temps()
         atexit.register(discard_temps)  # again after worker threads are joined at exit

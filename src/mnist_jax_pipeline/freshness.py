@@ -69,7 +69,7 @@ class Job:
     def fix(self) -> str:
         """The commands that re-run it."""
         if self.root != Path("."):
-            return f"re-run the sweep: snakemake --cores all sweeps (or dvc exp run for its point)"
+            return "re-run the sweep: snakemake --cores all sweeps (or dvc exp run for its point)"
         return f"re-run '{self.name}': snakemake --cores all, or dvc repro -f -s {self.name}"
 
 

@@ -180,7 +180,7 @@ def _describe(error: ErrorDetails) -> str:
             section = section.model_fields[str(part)].annotation
         return f"unknown key '{key}'; allowed keys here: {', '.join(sorted(section.model_fields))}"
     if kind == "missing":
-        return f"{key}: missing; add it (the README's parameter table lists every key)"
+        return f"{key}: missing; add it (docs/parameters.md lists every key)"
     if kind == "value_error":  # the rules below name their keys themselves
         return error["msg"].removeprefix("Value error, ")
     messages = {

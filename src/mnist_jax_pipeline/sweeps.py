@@ -95,7 +95,7 @@ def apply(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
                 raise PipelineError(f"'{dotted}': {'.'.join(parents[:depth + 1])} is a value, not a section;"
-                                    " check the key against the README's parameter table")
+                                    " check the key against docs/parameters.md")
         node[last] = value
     return raw
 
@@ -138,7 +138,7 @@ def _read_spec(path: Path) -> SweepFile:
     raw = read_yaml(path, missing="name a sweep that exists (the files sweeps/NAME.yaml)")
     if not isinstance(raw, dict):
         raise PipelineError(f"{path}: a sweep file is a mapping of 'variant', 'grid' and 'points';"
-                            " see the README's Sweeps section")
+                            " see docs/sweeps.md")
     try:
         return SweepFile.model_validate(raw)
     except ValidationError as err:

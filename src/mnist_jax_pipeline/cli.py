@@ -20,6 +20,7 @@ import threading
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from importlib import metadata
 
 from . import paths, variants
 from .artefacts import storage
@@ -48,6 +49,7 @@ class Command:
     module: str  # relative to this package, with `:function` where not `main(args)` runs the command
     help: str
     options: tuple[Option, ...] = field(default_factory=tuple)
+    hidden: bool = False  # run by the orchestrators, not by hand: left out of the command list
 
 
 VARIANT = Option("--variant", "training variant", choices=variants.names())
@@ -68,7 +70,7 @@ COMMANDS: dict[str, Command] = {
     "report": Command("report.render", "render reports/report.html and reports/summary.md"),
     "sweep-point": Command("sweeps:write_point", "write a sweep point's params.yaml (Snakemake runs it)",
                            (Option("--sweep", "the sweep's name (sweeps/NAME.yaml)"),
-                            Option("--point", "the point's name"))),
+                            Option("--point", "the point's name")), hidden=True),
     "sweep-queue": Command("sweeps:queue", "queue a sweep's points as DVC experiments",
                            (Option("--file", "the sweep file, sweeps/NAME.yaml"),)),
     "compare": Command("report.compare", "one page comparing a sweep's points or DVC's experiments",
@@ -90,14 +92,26 @@ def _add_common(parser: argparse.ArgumentParser, default: bool) -> None:
                         help="debug logging and full tracebacks")
 
 
+def version() -> str:
+    """The installed package's version."""
+    try:
+        return metadata.version("mnist-jax-pipeline")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed; pip install -e .)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mnist-pipeline", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     _add_common(parser, default=True)
     common = argparse.ArgumentParser(add_help=False)  # the same options after the command, too
     _add_common(common, default=False)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, command in COMMANDS.items():
-        p = sub.add_parser(name, help=command.help, description=command.help, parents=[common])
+        # A hidden command is given no help: argparse lists a command under COMMAND only when add_parser
+        # gets one (help=argparse.SUPPRESS would print "==SUPPRESS==" there on Python 3.11).
+        listed = {} if command.hidden else {"help": command.help}
+        p = sub.add_parser(name, description=command.help, parents=[common], **listed)
         for option in command.options:
             option.add_to(p)
     return parser

@@ -21,6 +21,7 @@ import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
+from typing import Any
 
 from . import paths, variants
 from .artefacts import storage
@@ -37,6 +38,9 @@ class Option:
     switch: bool = False  # an on/off flag that takes no value
 
     def add_to(self, parser: argparse.ArgumentParser) -> None:
+        if not self.flag.startswith("-"):  # a positional argument
+            parser.add_argument(self.flag, metavar=self.flag.upper(), help=self.help)
+            return
         if self.switch:
             parser.add_argument(self.flag, action="store_true", help=self.help)
             return
@@ -78,6 +82,8 @@ COMMANDS: dict[str, Command] = {
                         Option("--dvc", "DVC's experiments of this commit instead", switch=True),
                         Option("--out", f"the page (default: sweeps/NAME/{paths.COMPARE_HTML}, with --dvc"
                                         f" {paths.EXPERIMENTS_HTML})", ""))),
+    "preset": Command("presets", "merge presets/NAME.yaml over params.yaml and print each changed key",
+                      (Option("name", "the preset's name (presets/NAME.yaml)"),)),
     "generate": Command("stages", "write the files derived from the stage table (dvc.yaml, the params schema)",
                         (Option("--check", "only check that they are current", switch=True),)),
 }
@@ -110,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, command in COMMANDS.items():
         # A hidden command is given no help: argparse lists a command under COMMAND only when add_parser
         # gets one (help=argparse.SUPPRESS would print "==SUPPRESS==" there on Python 3.11).
-        listed = {} if command.hidden else {"help": command.help}
+        listed: dict[str, Any] = {} if command.hidden else {"help": command.help}
         p = sub.add_parser(name, description=command.help, parents=[common], **listed)
         for option in command.options:
             option.add_to(p)

@@ -219,9 +219,18 @@ def validate(raw: Any, source: str = "params.yaml") -> Params:
 def read_yaml(path: str | Path, missing: str = "run from the project root or pass --params") -> Any:
     """A YAML file read as DVC reads params.yaml: YAML 1.2, ruamel.yaml's safe loader, UTF-8.
     `missing` is the fix an absent file's message gives."""
+    return parse_yaml(yaml_text(path, missing), path)
+
+
+def yaml_text(path: str | Path, missing: str = "run from the project root or pass --params") -> str:
+    """The UTF-8 text of a parameters, preset or sweep file; one line naming it if it cannot be read."""
+    return read_text(path, missing, "save the file as UTF-8")
+
+
+def parse_yaml(text: str, path: str | Path) -> Any:
+    """YAML text read as DVC reads params.yaml; `path` names it in a refusal."""
     from ruamel.yaml import YAML, YAMLError
 
-    text = read_text(path, missing, "save the file as UTF-8")
     try:
         data = YAML(typ="safe").load(text)
     except YAMLError as err:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import importlib
+import io
 import logging
 import os
 import signal
@@ -26,7 +27,7 @@ from typing import Any
 from . import paths, variants
 from .artefacts import storage
 from .artefacts.storage import discard_temps
-from .errors import PipelineError
+from .errors import PipelineError, clip
 
 
 @dataclass(frozen=True)
@@ -159,10 +160,39 @@ def _one_line(err: OSError | UnicodeError) -> str:
     return f"{where}: {err.strerror or err}; check that it exists, its permissions and the free space"
 
 
+def _backend_failure() -> str | None:
+    """One line when JAX cannot start the backend JAX_PLATFORMS names (a GPU or TPU this machine or this
+    JAX install lacks), else None. JAX fails at a stage's first array operation, wherever that is, with a
+    RuntimeError or (cuda without a visible GPU) an AssertionError: asking it for its devices again tells."""
+    setting, jax = os.environ.get("JAX_PLATFORMS"), sys.modules.get("jax")
+    if not setting or jax is None:
+        return None
+    try:
+        jax.devices()
+    except Exception as err:
+        reason = str(err).split(" (set JAX_PLATFORMS", 1)[0] or "no such device is visible"
+        return (f"JAX_PLATFORMS={clip(setting)}: JAX cannot start that backend here ({clip(reason, 160)}); set"
+                " JAX_PLATFORMS=cpu, or unset it to let JAX use what this machine has (a GPU needs the"
+                " .[cuda12] extra, a TPU the .[tpu] extra)")
+    return None
+
+
+def _message(err: Exception) -> str | None:
+    """The one line for an error the user can act on, or None."""
+    if isinstance(err, PipelineError):
+        return str(err)
+    if isinstance(err, OSError | UnicodeError):
+        return _one_line(err)
+    return _backend_failure()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     global _stopping
     _stopping = False
     args = build_parser().parse_args(argv)
+    for stream in (sys.stdout, sys.stderr):  # a character the locale cannot encode (LC_ALL=C) prints as \uXXXX
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
     for noisy in ("absl", "jax._src", "matplotlib", "PIL", "tensorflow"):
@@ -174,12 +204,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         module = importlib.import_module(f"{__package__}.{module_name}")
         with storage.together():  # a stage's outputs are put in place together, or none is
             getattr(module, function or "main")(args)
-    except (PipelineError, OSError, UnicodeError) as err:
+    except (PipelineError, OSError, UnicodeError, RuntimeError, AssertionError) as err:
+        message = _message(err)
+        if message is None:  # not one the user can act on: the traceback, as for any other error
+            raise
         discard_temps()
         atexit.register(discard_temps)  # again after worker threads are joined at exit
         if args.verbose:
             traceback.print_exc()
-        message = str(err) if isinstance(err, PipelineError) else _one_line(err)
         print(f"error: {message}", file=sys.stderr)
         return 1
     except (Stopped, KeyboardInterrupt) as err:

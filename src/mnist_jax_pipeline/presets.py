@@ -55,7 +55,7 @@ def changes(before: Any, after: Any, key: Key = ()) -> dict[Key, tuple[Any, Any]
         for name, value in after.items():
             found |= changes(old.get(name, ABSENT), value, (*key, str(name)))
         return found
-    same = before is not ABSENT and json.dumps(before) == json.dumps(after)
+    same = before is not ABSENT and json.dumps(before, default=repr) == json.dumps(after, default=repr)
     return {} if same else {key: (before, after)}
 
 

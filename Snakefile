@@ -9,7 +9,7 @@ min_version("9.0")
 
 
 # The software every rule runs with: the image this repository's Dockerfile builds, used when
-# Snakemake runs with `--software-deployment-method apptainer` (README: "Software environment").
+# Snakemake runs with `--software-deployment-method apptainer` (docs/scaling-out.md: "A software environment per rule").
 # By default Apptainer takes it from the local Docker daemon (`docker build -t mnist-jax-pipeline:cpu .`);
 # MNIST_PIPELINE_IMAGE names another, e.g. docker://<registry>/mnist-jax-pipeline:cuda12.
 container: os.environ.get("MNIST_PIPELINE_IMAGE", "docker-daemon://mnist-jax-pipeline:cpu")

@@ -62,3 +62,24 @@ def test_console_script_exit_status():
                           capture_output=True, text=True)
     assert done.returncode == 1
     assert done.stderr.strip() == "error: /nonexistent.yaml: missing; run from the project root or pass --params"
+
+
+def test_version_is_the_installed_packages(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == f"mnist-pipeline {version('mnist-jax-pipeline')}"
+
+
+def test_sweep_point_is_left_out_of_the_help_and_still_runs(tmp_path, capsys, monkeypatch):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    listing = capsys.readouterr().out
+    assert "sweep-queue" in listing and "sweep-point" not in listing and "SUPPRESS" not in listing
+    (tmp_path / "sweeps").mkdir()
+    (tmp_path / "sweeps" / "s.yaml").write_text("variant: jit\ngrid:\n  train.epochs: [1, 2]\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["--params", str(ROOT / "params.yaml"), "sweep-point", "--sweep", "s", "--point", "epochs=2"]) == 0
+    assert "epochs: 2" in (tmp_path / "sweeps" / "s" / "epochs=2" / "params.yaml").read_text()

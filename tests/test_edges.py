@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,9 +15,11 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, adopt, run_stages, tiny_params_dict, without_root_powers, write_params, write_raw
-from mnist_jax_pipeline import paths
+from mnist_jax_pipeline import paths, sweeps
 from mnist_jax_pipeline.artefacts import storage
-from mnist_jax_pipeline.config import read_yaml
+from mnist_jax_pipeline.cli import main
+from mnist_jax_pipeline.config import MAX_FILE_BYTES, read_yaml, validate
+from mnist_jax_pipeline.errors import PipelineError
 
 BIN = Path(sys.executable).parent
 
@@ -189,6 +192,94 @@ def test_a_manifest_of_the_wrong_shape_names_the_download_stage(project, content
     adopt(project)  # as a download stage of another format would have left it
     line = one_line(cli(project, "preprocess"))
     assert expected in line and line.endswith("re-run the 'download' stage")
+
+
+# --- everyday mistakes --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["/dev/zero", "big.yaml"])
+def test_a_params_file_over_the_cap_is_refused_before_it_is_read(project, name):
+    if name == "big.yaml":
+        with open(project / name, "wb") as handle:
+            handle.truncate(MAX_FILE_BYTES + 1)  # sparse: no 1 MiB written
+    line = one_line(cli(project, "--params", name, "check", timeout=60))  # /dev/zero used to be read forever
+    assert line == (f"error: {name}: more than 1 MiB, the most a parameters, preset or sweep file may hold;"
+                    " check the path")
+
+
+def test_a_sweep_file_over_the_cap_is_refused(project):
+    (project / "big.yaml").write_text("grid:\n  train.epochs: [1]\n" + "#" * MAX_FILE_BYTES)
+    with pytest.raises(PipelineError, match=r"big.yaml: more than 1 MiB"):
+        sweeps.load(project / "big.yaml", project / "params.yaml")
+
+
+def test_a_long_value_or_key_in_an_error_is_cut():
+    with pytest.raises(PipelineError) as err:
+        validate(tiny_params_dict(train={"optimizer": "x" * 5000}))
+    assert str(err.value) == ('params.yaml: train.optimizer: "' + "x" * 79 + '… (5,002 characters) is not allowed;'
+                              ' use one of "sgd", "momentum", "adam"')
+    with pytest.raises(PipelineError) as err:
+        validate(tiny_params_dict(train={"k" * 500: 1}))
+    assert str(err.value).startswith("params.yaml: unknown key 'train." + "k" * 74 + "… (506 characters)'; allowed")
+
+
+def c_locale() -> dict[str, str]:
+    """An ASCII locale with Python's UTF-8 mode off and no PYTHONIOENCODING: open() and print() default to ASCII."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONIOENCODING", "LANG", "LC_CTYPE")}
+    return {**env, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONPATH": str(ROOT / "src")}
+
+
+def test_text_is_written_and_read_as_utf8_whatever_the_locale(project):
+    text = "98.5% \u2026 2\u00b3\u00b2 r\u00e9glages"
+    code = ("import locale; from mnist_jax_pipeline import stages; from mnist_jax_pipeline.artefacts import storage;"
+            " assert locale.getpreferredencoding(False) == 'ANSI_X3.4-1968', locale.getpreferredencoding(False);"
+            f" storage.write_text({str(project / 'out.md')!r}, {ascii(text)});"
+            " stages.command_code('report')")  # the report's code is not ASCII
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=c_locale(), capture_output=True)
+    assert done.returncode == 0, done.stderr.decode()
+    assert (project / "out.md").read_bytes() == text.encode("utf-8")
+    shutil.copytree(ROOT / "presets", project / "presets")
+    params = project / "params.yaml"
+    params.write_bytes(f"# {text}\n".encode() + params.read_bytes())
+    done = subprocess.run([str(BIN / "mnist-pipeline"), "preset", "time-to-accuracy"], cwd=project, env=c_locale(),
+                          capture_output=True)
+    assert done.returncode == 0 and b"train.epochs: 2 -> 3" in done.stdout, done.stderr.decode()
+    assert params.read_bytes().startswith(f"# {text}\n".encode())
+
+
+@pytest.mark.parametrize("platform", ["gpu", "cuda"])
+def test_a_jax_platform_this_machine_lacks_is_one_line(project, platform):
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "MNIST_PIPELINE_LOCK": str(project / ".lock"),
+           "JAX_PLATFORMS": platform}
+    probe = subprocess.run([sys.executable, "-c", "import jax; jax.devices()"], env=env, capture_output=True)
+    if probe.returncode == 0:
+        pytest.skip(f"this machine has a working JAX_PLATFORMS={platform} backend")
+    write_raw(project / "data" / "raw")
+    run_stages(project, ["preprocess"])
+    done = subprocess.run([str(BIN / "mnist-pipeline"), "train", "--variant", "jit"], cwd=project, env=env,
+                          capture_output=True, text=True, timeout=300)
+    line = one_line(done)  # JAX's own error was a 55-line traceback
+    assert line.startswith(f"error: JAX_PLATFORMS={platform}: JAX cannot start that backend here (")
+    assert "set JAX_PLATFORMS=cpu, or unset it" in line
+
+
+def test_sweep_queue_outside_a_git_repository_says_so(project, monkeypatch, capsys):
+    (project / "s.yaml").write_text("grid:\n  train.epochs: [1]\n")
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(project.parent))
+    monkeypatch.chdir(project)
+    assert main(["sweep-queue", "--file", "s.yaml"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {project}: not in a git repository, and DVC experiments")
+    assert "dvc.lock" not in err[0]
+
+
+def test_an_empty_grid_list_beside_other_keys_is_refused(project):
+    (project / "s.yaml").write_text("grid:\n  train.step_size: [0.1]\n  train.epochs: []\npoints:\n"
+                                    "  - {train.epochs: 2}\n")  # the grid used to be dropped, the point kept
+    with pytest.raises(PipelineError) as err:
+        sweeps.load(project / "s.yaml", project / "params.yaml")
+    assert str(err.value) == (f"{project / 's.yaml'}: grid: 'train.epochs' has no values, which leaves the grid no"
+                              " combination; give it at least one value or remove it")
 
 
 # --- signals and kills ----------------------------------------------------------------------------------

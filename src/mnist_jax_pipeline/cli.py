@@ -13,6 +13,7 @@ import argparse
 import atexit
 import contextlib
 import importlib
+import io
 import logging
 import os
 import signal
@@ -21,11 +22,13 @@ import threading
 import traceback
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any
 
 from . import paths, variants
 from .artefacts import storage
 from .artefacts.storage import discard_temps
-from .errors import PipelineError
+from .errors import PipelineError, clip
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,9 @@ class Option:
     switch: bool = False  # an on/off flag that takes no value
 
     def add_to(self, parser: argparse.ArgumentParser) -> None:
+        if not self.flag.startswith("-"):  # a positional argument
+            parser.add_argument(self.flag, metavar=self.flag.upper(), help=self.help)
+            return
         if self.switch:
             parser.add_argument(self.flag, action="store_true", help=self.help)
             return
@@ -49,6 +55,7 @@ class Command:
     module: str  # relative to this package, with `:function` where not `main(args)` runs the command
     help: str
     options: tuple[Option, ...] = field(default_factory=tuple)
+    hidden: bool = False  # run by the orchestrators, not by hand: left out of the command list
 
 
 VARIANT = Option("--variant", "training variant", choices=variants.names())
@@ -69,7 +76,7 @@ COMMANDS: dict[str, Command] = {
     "report": Command("report.render", "render reports/report.html and reports/summary.md"),
     "sweep-point": Command("sweeps:write_point", "write a sweep point's params.yaml (Snakemake runs it)",
                            (Option("--sweep", "the sweep's name (sweeps/NAME.yaml)"),
-                            Option("--point", "the point's name"))),
+                            Option("--point", "the point's name")), hidden=True),
     "sweep-queue": Command("sweeps:queue", "queue a sweep's points as DVC experiments",
                            (Option("--file", "the sweep file, sweeps/NAME.yaml"),)),
     "compare": Command("report.compare", "one page comparing a sweep's points or DVC's experiments",
@@ -77,6 +84,8 @@ COMMANDS: dict[str, Command] = {
                         Option("--dvc", "DVC's experiments of this commit instead", switch=True),
                         Option("--out", f"the page (default: sweeps/NAME/{paths.COMPARE_HTML}, with --dvc"
                                         f" {paths.EXPERIMENTS_HTML})", ""))),
+    "preset": Command("presets", "merge presets/NAME.yaml over params.yaml and print each changed key",
+                      (Option("name", "the preset's name (presets/NAME.yaml)"),)),
     "generate": Command("stages", "write the files derived from the stage table (dvc.yaml, the params schema)",
                         (Option("--check", "only check that they are current", switch=True),)),
 }
@@ -91,14 +100,26 @@ def _add_common(parser: argparse.ArgumentParser, default: bool) -> None:
                         help="debug logging and full tracebacks")
 
 
+def version() -> str:
+    """The installed package's version."""
+    try:
+        return metadata.version("mnist-jax-pipeline")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed; pip install -e .)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mnist-pipeline", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     _add_common(parser, default=True)
     common = argparse.ArgumentParser(add_help=False)  # the same options after the command, too
     _add_common(common, default=False)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, command in COMMANDS.items():
-        p = sub.add_parser(name, help=command.help, description=command.help, parents=[common])
+        # A hidden command is given no help: argparse lists a command under COMMAND only when add_parser
+        # gets one (help=argparse.SUPPRESS would print "==SUPPRESS==" there on Python 3.11).
+        listed: dict[str, Any] = {} if command.hidden else {"help": command.help}
+        p = sub.add_parser(name, description=command.help, parents=[common], **listed)
         for option in command.options:
             option.add_to(p)
     return parser
@@ -175,10 +196,39 @@ def provenance_of(args: argparse.Namespace) -> Iterator[None]:
     checker.record(job, inputs)
 
 
+def _backend_failure() -> str | None:
+    """One line when JAX cannot start the backend JAX_PLATFORMS names (a GPU or TPU this machine or this
+    JAX install lacks), else None. JAX fails at a stage's first array operation, wherever that is, with a
+    RuntimeError or (cuda without a visible GPU) an AssertionError: asking it for its devices again tells."""
+    setting, jax = os.environ.get("JAX_PLATFORMS"), sys.modules.get("jax")
+    if not setting or jax is None:
+        return None
+    try:
+        jax.devices()
+    except Exception as err:
+        reason = str(err).split(" (set JAX_PLATFORMS", 1)[0] or "no such device is visible"
+        return (f"JAX_PLATFORMS={clip(setting)}: JAX cannot start that backend here ({clip(reason, 160)}); set"
+                " JAX_PLATFORMS=cpu, or unset it to let JAX use what this machine has (a GPU needs the"
+                " .[cuda12] extra, a TPU the .[tpu] extra)")
+    return None
+
+
+def _message(err: Exception) -> str | None:
+    """The one line for an error the user can act on, or None."""
+    if isinstance(err, PipelineError):
+        return str(err)
+    if isinstance(err, OSError | UnicodeError):
+        return _one_line(err)
+    return _backend_failure()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     global _stopping
     _stopping = False
     args = build_parser().parse_args(argv)
+    for stream in (sys.stdout, sys.stderr):  # a character the locale cannot encode (LC_ALL=C) prints as \uXXXX
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
     for noisy in ("absl", "jax._src", "matplotlib", "PIL", "tensorflow"):
@@ -192,12 +242,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         # a stage's outputs, its provenance record last, are put in place together, or none is
         with storage.together(), provenance_of(args):
             getattr(module, function or "main")(args)
-    except (PipelineError, OSError, UnicodeError) as err:
+    except (PipelineError, OSError, UnicodeError, RuntimeError, AssertionError) as err:
+        message = _message(err)
+        if message is None:  # not one the user can act on: the traceback, as for any other error
+            raise
         discard_temps()
         atexit.register(discard_temps)  # again after worker threads are joined at exit
         if args.verbose:
             traceback.print_exc()
-        message = str(err) if isinstance(err, PipelineError) else _one_line(err)
         print(f"error: {message}", file=sys.stderr)
         return 1
     except (Stopped, KeyboardInterrupt) as err:

@@ -13,7 +13,9 @@ import argparse
 import hashlib
 import json
 import math
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -23,7 +25,7 @@ from pydantic_core import ErrorDetails
 from . import variants
 from .artefacts.storage import read_text
 from .data.datasets import SPLIT_SIZES
-from .errors import PipelineError
+from .errors import PipelineError, clip
 
 DEFAULT_PARAMS = Path("params.yaml")
 NUM_CLASSES = 10
@@ -32,6 +34,7 @@ SEED_MAX = 2**32 - 1  # JAX keys keep a seed's low 32 bits: 2**32 would give see
 INT32_MAX = 2**31 - 1  # optax counts steps, and the scan loop epochs, in int32
 MAX_PARAMETERS = 100_000_000  # 400 MB of float32 weights, before gradients and optimizer state
 MAX_ACTIVATIONS = 2**29  # float32 elements of one batch's activations (2 GiB)
+MAX_FILE_BYTES = 2**20  # a params.yaml, preset or sweep file (a few KiB); /dev/zero is refused, not read forever
 
 Seed = Annotated[int, Field(ge=0, le=SEED_MAX, description="a PRNG seed, 0 to 2**32 - 1")]
 PositiveInt = Annotated[int, Field(ge=1, le=INT32_MAX)]
@@ -167,7 +170,7 @@ def _key(loc: tuple[int | str, ...]) -> str:
 def _describe(error: ErrorDetails) -> str:
     """One line: the dotted key at fault and what is allowed there."""
     loc, kind, ctx, value = error["loc"], error["type"], error.get("ctx", {}), error.get("input")
-    key, shown = _key(loc), json.dumps(value, default=str)
+    key, shown = clip(_key(loc)), clip(json.dumps(value, default=str))  # a long value is cut, not echoed whole
     allowed = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
     whole = ""
     if isinstance(value, float) and math.isfinite(value):
@@ -180,7 +183,7 @@ def _describe(error: ErrorDetails) -> str:
             section = section.model_fields[str(part)].annotation
         return f"unknown key '{key}'; allowed keys here: {', '.join(sorted(section.model_fields))}"
     if kind == "missing":
-        return f"{key}: missing; add it (the README's parameter table lists every key)"
+        return f"{key}: missing; add it (docs/parameters.md lists every key)"
     if kind == "value_error":  # the rules below name their keys themselves
         return error["msg"].removeprefix("Value error, ")
     messages = {
@@ -219,9 +222,32 @@ def validate(raw: Any, source: str = "params.yaml") -> Params:
 def read_yaml(path: str | Path, missing: str = "run from the project root or pass --params") -> Any:
     """A YAML file read as DVC reads params.yaml: YAML 1.2, ruamel.yaml's safe loader, UTF-8.
     `missing` is the fix an absent file's message gives."""
+    return parse_yaml(yaml_text(path, missing), path)
+
+
+def yaml_text(path: str | Path, missing: str = "run from the project root or pass --params") -> str:
+    """The UTF-8 text of a parameters, preset or sweep file; one line naming it if it cannot be read
+    or holds more than MAX_FILE_BYTES."""
+    return read_text(path, missing, "save the file as UTF-8", read=_read_capped)
+
+
+def _read_capped(path: Path) -> bytes:
+    """A file's bytes, refused if more than MAX_FILE_BYTES: a regular file by its size, before it is read;
+    anything else (a device, a pipe) once one byte more has been read."""
+    with open(path, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        too_large = stat.S_ISREG(info.st_mode) and info.st_size > MAX_FILE_BYTES
+        data = b"" if too_large else handle.read(MAX_FILE_BYTES + 1)
+    if too_large or len(data) > MAX_FILE_BYTES:
+        raise PipelineError(f"{path}: more than {MAX_FILE_BYTES // 2**20} MiB, the most a parameters, preset or sweep"
+                            " file may hold; check the path")
+    return data
+
+
+def parse_yaml(text: str, path: str | Path) -> Any:
+    """YAML text read as DVC reads params.yaml; `path` names it in a refusal."""
     from ruamel.yaml import YAML, YAMLError
 
-    text = read_text(path, missing, "save the file as UTF-8")
     try:
         data = YAML(typ="safe").load(text)
     except YAMLError as err:
@@ -232,7 +258,8 @@ def read_yaml(path: str | Path, missing: str = "run from the project root or pas
         raise PipelineError(f"{path}: nested too deeply to read; fix the syntax") from None
     where = _set_in(data)
     if where is not None:  # a set has no order: its values would reach the stages in any order
-        raise PipelineError(f"{path}: {where or '(top level)'}: a set (!!set) has no order; write a list [a, b, ...]")
+        raise PipelineError(f"{path}: {clip(where) or '(top level)'}: a set (!!set) has no order;"
+                            " write a list [a, b, ...]")
     return data
 
 

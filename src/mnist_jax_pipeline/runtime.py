@@ -31,7 +31,7 @@ def package_version(name: str) -> str | None:
 def cpu_model() -> str:
     """The host CPU's model name (what decides whether two runs give the same bits), or the machine type."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
     except OSError:

@@ -92,7 +92,7 @@ def _imports(module: str, root: Path) -> set[str]:
     assert path is not None, module
     is_package = path.name == "__init__.py"
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names if alias.name.split(".")[0] == PACKAGE)
         elif isinstance(node, ast.ImportFrom):
@@ -224,7 +224,8 @@ GENERATED = {DVC_YAML: dvc_yaml, SCHEMA_JSON: schema_json}
 
 def stale() -> list[Path]:
     """The generated files whose committed copy differs from what the tables give now."""
-    return [path for path, make in GENERATED.items() if not path.is_file() or path.read_text() != make()]
+    return [path for path, make in GENERATED.items()
+            if not path.is_file() or path.read_text(encoding="utf-8") != make()]
 
 
 def main(args: argparse.Namespace) -> None:

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from . import paths
 from .artefacts import storage
 from .config import DEFAULT_PARAMS, VariantName, read_yaml, validate
-from .errors import PipelineError
+from .errors import PipelineError, clip
 
 FOLDER = Path("sweeps")
 SWEPT_SECTIONS = ("model", "train")  # download and preprocess stay shared by every point
@@ -69,8 +69,8 @@ class Sweep:
         for point in self.points:
             if point.name == name:
                 return point
-        raise PipelineError(f"sweep '{self.name}': no point '{name}'; its points: "
-                            + ", ".join(p.name for p in self.points))
+        raise PipelineError(f"sweep '{self.name}': no point '{clip(name)}'; its points: "
+                            + clip(", ".join(p.name for p in self.points), 200))
 
     def params(self, point: Point) -> dict[str, Any]:
         """The point's params.yaml: the base with its changes, training the sweep's variant only."""
@@ -94,8 +94,8 @@ def apply(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
         for depth, part in enumerate(parents):
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
-                raise PipelineError(f"'{dotted}': {'.'.join(parents[:depth + 1])} is a value, not a section;"
-                                    " check the key against the README's parameter table")
+                raise PipelineError(f"'{clip(dotted)}': {clip('.'.join(parents[:depth + 1]))} is a value, not a"
+                                    " section; check the key against docs/parameters.md")
         node[last] = value
     return raw
 
@@ -138,12 +138,12 @@ def _read_spec(path: Path) -> SweepFile:
     raw = read_yaml(path, missing="name a sweep that exists (the files sweeps/NAME.yaml)")
     if not isinstance(raw, dict):
         raise PipelineError(f"{path}: a sweep file is a mapping of 'variant', 'grid' and 'points';"
-                            " see the README's Sweeps section")
+                            " see docs/sweeps.md")
     try:
         return SweepFile.model_validate(raw)
     except ValidationError as err:
         first = err.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "the file"
+        where = clip(".".join(str(part) for part in first["loc"])) or "the file"
         raise PipelineError(f"{path}: {where}: {first['msg'].lower()}; fix the sweep file") from None
 
 
@@ -161,6 +161,10 @@ def load(path: str | Path, params_path: str | Path = DEFAULT_PARAMS) -> Sweep:
     or the same keys in another order, are the same point, with the same name."""
     path = Path(path)
     spec = _read_spec(path)
+    empty = next((key for key, values in spec.grid.items() if not values), None)
+    if empty is not None:  # one empty list would leave no combination: the whole grid would be dropped
+        raise PipelineError(f"{path}: grid: '{clip(empty)}' has no values, which leaves the grid no combination;"
+                            " give it at least one value or remove it")
     base = read_yaml(params_path)
     validate(base, str(params_path))
     points = []
@@ -168,10 +172,10 @@ def load(path: str | Path, params_path: str | Path = DEFAULT_PARAMS) -> Sweep:
         for key, value in changes.items():
             if "." not in key and isinstance(value, dict):
                 example = next(iter(value), "step_size")
-                raise PipelineError(f"{path}: '{key}' is a section; write each change as a dotted key,"
-                                    f" e.g. {key}.{example}: ...")
+                raise PipelineError(f"{path}: '{clip(key)}' is a section; write each change as a dotted key,"
+                                    f" e.g. {clip(key)}.{clip(str(example))}: ...")
             if key.split(".")[0] not in SWEPT_SECTIONS:
-                raise PipelineError(f"{path}: '{key}' cannot vary in a sweep: only model.* and train.* keys do"
+                raise PipelineError(f"{path}: '{clip(key)}' cannot vary in a sweep: only model.* and train.* keys do"
                                     " (every point shares one download and preprocess)")
         try:
             changed = apply(base, {**changes, "variants": [spec.variant]})
@@ -238,6 +242,10 @@ def queue(args: argparse.Namespace) -> None:
     """`mnist-pipeline sweep-queue --file sweeps/NAME.yaml`: queue the points as DVC experiments, once the
     shared stages are recorded in dvc.lock, so every experiment takes them from DVC's cache."""
     sweep = load(args.file, args.params)
+    inside = subprocess.run(["git", "rev-parse", "--is-inside-work-tree"], capture_output=True, text=True)
+    if inside.stdout.strip() != "true":  # DVC keeps its experiments in git
+        raise PipelineError(f"{Path.cwd()}: not in a git repository, and DVC experiments live in one; run sweep-queue"
+                            " in a clone of the project, or run the sweep with `snakemake --cores N sweeps`")
     done = subprocess.run(["dvc", "status", "--json", "download", "preprocess"], capture_output=True, text=True)
     if done.returncode != 0 or done.stdout.strip() not in ("{}", ""):
         raise PipelineError("download and preprocess are not up to date in dvc.lock; run `dvc repro preprocess`"

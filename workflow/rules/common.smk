@@ -13,7 +13,8 @@ from mnist_jax_pipeline.config import load
 from mnist_jax_pipeline.errors import PipelineError
 
 if config:  # every stage reads params.yaml itself, so an override would be silently ignored
-    sys.exit("error: --config/--configfile overrides are not used by the stages; edit params.yaml instead")
+    sys.exit("error: --config/--configfile overrides are not used by the stages, which read params.yaml; edit"
+             " params.yaml, run dvc exp run -S KEY=VALUE, or apply a preset: mnist-pipeline preset NAME")
 try:  # one line naming the key, before any job is scheduled
     PARAMS = load("params.yaml")
 except PipelineError as err:

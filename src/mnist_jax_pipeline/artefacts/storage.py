@@ -17,7 +17,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -263,7 +263,7 @@ def atomic_dir(path: str | Path) -> contextlib.AbstractContextManager[Path]:
 def write_text(path: str | Path, text: str) -> None:
     """Write `text`, atomically."""
     with atomic_file(path) as tmp:
-        tmp.write_text(text)
+        tmp.write_text(text, encoding="utf-8")
 
 
 def write_json(path: str | Path, data: Any) -> None:
@@ -276,12 +276,12 @@ def write_model(path: str | Path, model: BaseModel) -> None:
     write_json(path, model.model_dump(mode="json", exclude_none=True))
 
 
-def read_text(path: str | Path, missing: str, damaged: str) -> str:
+def read_text(path: str | Path, missing: str, damaged: str, read: Callable[[Path], bytes] = Path.read_bytes) -> str:
     """A file's UTF-8 text. A missing, unreadable or non-UTF-8 file is one line; `missing` and
-    `damaged` say what to do about the first and the last."""
+    `damaged` say what to do about the first and the last. `read` reads the bytes (a capped read, say)."""
     path = Path(path)
     try:
-        return path.read_bytes().decode("utf-8")
+        return read(path).decode("utf-8")
     except FileNotFoundError as err:
         raise PipelineError(f"{path}: missing; {missing}") from err
     except IsADirectoryError as err:

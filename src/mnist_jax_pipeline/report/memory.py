@@ -178,7 +178,7 @@ def clean_svg(text: str) -> str:
 def svg_data_uri(path: Path, made_by: str = "profile") -> str:
     """The cleaned SVG at `path` as a base64 data URI; a corrupt file names the stage that wrote it."""
     try:
-        cleaned = clean_svg(path.read_text())
+        cleaned = clean_svg(path.read_text(encoding="utf-8"))
     except (ET.ParseError, ValueError, UnicodeDecodeError) as err:
         raise PipelineError(f"{path}: not a readable SVG ({err}); re-run the '{made_by}' stage") from err
     return "data:image/svg+xml;base64," + base64.b64encode(cleaned.encode()).decode("ascii")

@@ -1,0 +1,76 @@
+"""`mnist-pipeline preset NAME`: a preset merged over params.yaml, checked, written atomically, each
+changed key printed; an unknown name or a bad result is one line and leaves params.yaml as it was."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from mnist_jax_pipeline.cli import main
+from mnist_jax_pipeline.config import load
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of the repository's params.yaml and presets/, the current directory."""
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    shutil.copytree(ROOT / "presets", tmp_path / "presets")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_a_complete_preset_gives_its_values_and_keeps_the_comments(project, capsys):
+    assert main(["preset", "time-to-accuracy"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "train.epochs: 10 -> 3" in out and "variants: [nojit, jit] -> [jit_scan]" in out
+    assert "train.nesterov: false -> true" in out and not any(line.startswith("data.") for line in out)
+    assert load("params.yaml") == load("presets/time-to-accuracy.yaml")
+    text = (project / "params.yaml").read_text()
+    assert "# One source of truth for every stage parameter." in text
+    assert "  epochs: 3\n" in text and "variants: [jit_scan]          # train/evaluate/profile" in text
+    assert sorted(p.name for p in project.iterdir()) == ["params.yaml", "presets"]  # no temporary left
+
+
+def test_a_partial_preset_changes_only_its_keys(project, capsys):
+    (project / "presets" / "smoke.yaml").write_text("preprocess:\n  max_train_examples: 1000\ntrain:\n  epochs: 1\n")
+    before = (project / "params.yaml").read_text()
+    assert main(["preset", "smoke"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["preprocess.max_train_examples: 0 -> 1000",
+                                                    "train.epochs: 10 -> 1"]
+    after = (project / "params.yaml").read_text()
+    changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines(), strict=True) if a != b]
+    assert [b.split("#")[0].strip() for _, b in changed] == ["max_train_examples: 1000", "epochs: 1"]
+
+
+def test_applying_it_again_changes_nothing(project, capsys):
+    assert main(["preset", "time-to-accuracy"]) == 0
+    stamp = (project / "params.yaml").stat().st_mtime_ns
+    capsys.readouterr()
+    assert main(["preset", "time-to-accuracy"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "" and "nothing changed" in captured.err
+    assert (project / "params.yaml").stat().st_mtime_ns == stamp
+
+
+def test_an_unknown_preset_is_one_line_listing_the_names(project, capsys):
+    (project / "presets" / "smoke.yaml").write_text("train:\n  epochs: 1\n")
+    assert main(["preset", "fast"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: presets/fast.yaml: no such preset; available: smoke, time-to-accuracy"]
+
+
+@pytest.mark.parametrize(("preset", "expected"), [
+    ("train:\n  epochs: 0\n", "params.yaml with preset 'bad': train.epochs: 0 is less than the minimum of 1"),
+    ("train:\n  lr: 0.1\n", "params.yaml with preset 'bad': unknown key 'train.lr'"),
+    ("- train\n", "presets/bad.yaml: not a mapping of sections to parameters"),
+])
+def test_a_preset_that_makes_bad_params_is_refused_and_writes_nothing(project, capsys, preset, expected):
+    (project / "presets" / "bad.yaml").write_text(preset)
+    before = (project / "params.yaml").read_bytes()
+    assert main(["preset", "bad"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {expected}")
+    assert (project / "params.yaml").read_bytes() == before

@@ -232,8 +232,11 @@ def job_for(args: argparse.Namespace, params: Params) -> Job | None:
     defaults = {"out": stage.outputs[0].path, "raw": paths.RAW.path, "processed": paths.PROCESSED.path}
     if any(getattr(args, key, default) != default for key, default in defaults.items()):
         return None
+    root = Path(getattr(args, "root", "."))
+    if root == Path(".") and Path(args.params) != Path("params.yaml"):
+        return None  # the project's outputs from another parameters file: no record, so no stage takes them
     variant = getattr(args, "variant", None)
     if variant is not None and variant not in params.variants:
         raise PipelineError(f"--variant {variant}: not among {args.params}'s variants ({', '.join(params.variants)});"
                             " add it there, so that both orchestrators track its outputs")
-    return Job(stage, variant, Path(getattr(args, "root", ".")))
+    return Job(stage, variant, root)

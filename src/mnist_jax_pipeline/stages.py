@@ -40,6 +40,7 @@ class Stage:
     inputs: tuple[paths.Artefact, ...] = ()  # what upstream stages wrote
     per_variant: bool = False  # one stage per variant in params.yaml: `<name>@<variant>`
     data: tuple[str, ...] = ()  # package data it reads, relative to the package (folders or files)
+    whole_file: bool = False  # DVC tracks all of params.yaml, not only `params`
 
     @property
     def outputs(self) -> tuple[paths.Artefact, ...]:
@@ -60,6 +61,9 @@ class Stage:
 
 
 STAGES: tuple[Stage, ...] = (
+    # params.yaml checked whole, by the rules every stage applies: DVC tracks the whole file for it, so an
+    # edit anywhere (an unknown section too) runs it, and is refused under `dvc repro` as under `snakemake`
+    Stage("check", "check", params=ALL_PARAMS, whole_file=True),
     Stage("download", "download", params=("data",)),
     Stage("preprocess", "preprocess", params=("preprocess",), inputs=(paths.RAW,)),
     Stage("train", "train", params=("model", "train"), inputs=(paths.PROCESSED,), per_variant=True),
@@ -193,7 +197,9 @@ def dvc_stage(stage: Stage) -> dict:
     entry: dict = {"cmd": stage.cmd("${item}")}
     deps = list(dict.fromkeys(_dvc_path(a, stage) for a in stage.inputs))
     entry["deps"] = deps + code
-    if stage.params:
+    if stage.whole_file:
+        entry["params"] = [{"params.yaml": None}]
+    elif stage.params:
         entry["params"] = list(stage.params)
     for role in ("out", "metrics", "plots"):
         chosen = [a for a in stage.outputs if a.role == role]

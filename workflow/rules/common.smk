@@ -110,11 +110,30 @@ def hold_dvc_lock():
     import zc.lockfile
 
     DVC_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    busy = f"error: a DVC command is running in this checkout ({{}}); wait for it to end, then run snakemake again"
     try:
         _held.append(zc.lockfile.LockFile(str(DVC_LOCK)))
     except zc.lockfile.LockError:
-        sys.exit(f"error: a DVC command is running in this checkout ({DVC_LOCK} is held); wait for it to end,"
-                 " then run snakemake again")
+        sys.exit(busy.format(f"{DVC_LOCK} is held"))
+    running = dvc_stage_runs()
+    if running:
+        release_dvc_lock()
+        sys.exit(busy.format(f"pid {running[0]} runs a stage"))
+
+
+def dvc_stage_runs():
+    """Processes that run a DVC stage now: DVC lets go of its repository lock while a stage's command runs,
+    and holds read and write locks on the stage's paths in .dvc/tmp/rwlock instead."""
+    import json
+
+    import psutil
+
+    try:
+        locks = json.loads((DVC_LOCK.parent / "rwlock").read_text())
+    except (OSError, ValueError):
+        return []
+    infos = list(locks.get("write", {}).values()) + [i for group in locks.get("read", {}).values() for i in group]
+    return sorted({info["pid"] for info in infos if psutil.pid_exists(info.get("pid", 0)) and info["pid"] != os.getpid()})
 
 
 def release_dvc_lock():

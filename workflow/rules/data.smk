@@ -4,6 +4,17 @@
 # (SNAKEMAKE_OUTPUT_CACHE=<dir> snakemake --cache --cores all).
 
 
+rule check:
+    input:
+        stage_inputs("check"),
+    output:
+        **stage_outputs("check"),
+    log:
+        "logs/check.log",
+    shell:
+        stage_command("check")
+
+
 rule download:
     input:
         stage_inputs("download"),

@@ -1,9 +1,10 @@
 # syntax=docker/dockerfile:1
 # mnist-jax-pipeline: one image per accelerator. JAX_EXTRA picks the JAX build (cpu, or an extra
-# of pyproject.toml: cuda12, tpu); nothing else differs between the images.
+# of pyproject.toml: cuda12, cuda13, tpu); nothing else differs between the images.
 #
 #   docker build -t mnist-jax-pipeline:cpu .                                   # JAX_EXTRA=cpu
 #   docker build --build-arg JAX_EXTRA=cuda12 -t mnist-jax-pipeline:cuda12 .   # CUDA/cuDNN from pip wheels
+#   docker build --build-arg JAX_EXTRA=cuda13 -t mnist-jax-pipeline:cuda13 .   # the same for CUDA 13 drivers
 #   docker build --build-arg JAX_EXTRA=tpu -t mnist-jax-pipeline:tpu .
 #   docker run --rm -u "$(id -u):$(id -g)" -v "$PWD:/workspace" mnist-jax-pipeline:cpu  # snakemake --cores all
 #   docker run --rm -u "$(id -u):$(id -g)" -v "$PWD:/workspace" --gpus all mnist-jax-pipeline:cuda12

@@ -1,7 +1,7 @@
 """requirements.py EXTRA: print the pipeline's third-party requirements for one JAX build.
 
 `cpu` is the package's own dependencies (JAX for the CPU); any other value must be an extra of
-pyproject.toml that installs JAX (cuda12, tpu). Read from pyproject.toml alone, so the image's
+pyproject.toml that installs JAX (cuda12, cuda13, tpu). Read from pyproject.toml alone, so the image's
 dependency layer is rebuilt only when pyproject.toml changes.
 """
 

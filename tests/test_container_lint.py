@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "Dockerfile"
 BASE_CONTAINERFILE = ROOT / "tests" / "container" / "base-python.Containerfile"
 WORKFLOW = ROOT / ".github" / "workflows" / "ci.yml"
-TARGETS = ("cpu", "cuda12", "tpu")
+TARGETS = ("cpu", "cuda12", "cuda13", "tpu")
 # labels of the project's self-hosted runners, for actionlint's runner-label check
 SELF_HOSTED_LABELS = ("gpu",)
 
@@ -124,7 +124,7 @@ def test_an_unknown_jax_extra_is_one_line(tmp_path: Path) -> None:
     shutil.copy(ROOT / "docker" / "requirements.py", tmp_path / "requirements.py")
     done = subprocess.run([sys.executable, str(tmp_path / "requirements.py"), "rocm"], capture_output=True, text=True)
     assert done.returncode == 1
-    expected = "error: JAX_EXTRA=rocm: use cpu or one of the JAX extras of pyproject.toml: cuda12, tpu"
+    expected = "error: JAX_EXTRA=rocm: use cpu or one of the JAX extras of pyproject.toml: cuda12, cuda13, tpu"
     assert done.stderr.strip() == expected
 
 

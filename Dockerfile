@@ -1,9 +1,10 @@
 # syntax=docker/dockerfile:1
 # mnist-jax-pipeline: one image per accelerator. JAX_EXTRA picks the JAX build (cpu, or an extra
-# of pyproject.toml: cuda12, tpu); nothing else differs between the images.
+# of pyproject.toml: cuda12, cuda13, tpu); nothing else differs between the images.
 #
 #   docker build -t mnist-jax-pipeline:cpu .                                   # JAX_EXTRA=cpu
 #   docker build --build-arg JAX_EXTRA=cuda12 -t mnist-jax-pipeline:cuda12 .   # CUDA/cuDNN from pip wheels
+#   docker build --build-arg JAX_EXTRA=cuda13 -t mnist-jax-pipeline:cuda13 .   # the same for CUDA 13 drivers
 #   docker build --build-arg JAX_EXTRA=tpu -t mnist-jax-pipeline:tpu .
 #   docker run --rm -u "$(id -u):$(id -g)" -v "$PWD:/workspace" mnist-jax-pipeline:cpu  # snakemake --cores all
 #   docker run --rm -u "$(id -u):$(id -g)" -v "$PWD:/workspace" --gpus all mnist-jax-pipeline:cuda12
@@ -19,8 +20,10 @@
 # Without them the public Debian and PyPI defaults are used.
 # tests/container/run_podman.sh builds and runs the image with Podman.
 
-# A Debian bookworm image with Python 3.11 on PATH as python3. Pinned by tag; a local
-# stand-in (tests/container/base-python.Containerfile) replaces it where no registry is reachable.
+# A Debian bookworm image with Python 3.11 on PATH as python3. Pinned by tag; pin it by digest
+# with --build-arg BASE_IMAGE=python:3.11-slim-bookworm@sha256:<digest> (docs/environments.md).
+# A local stand-in (tests/container/base-python.Containerfile) replaces it where no registry is
+# reachable.
 ARG BASE_IMAGE=python:3.11-slim-bookworm
 # The numeric id of the image's non-root user (and of its group).
 ARG APP_UID=1000
@@ -88,11 +91,14 @@ RUN groupadd --gid "${APP_UID}" app \
     && chown app:app /workspace
 ENV HOME=/home/app
 
-# Third-party requirements of the chosen JAX build, read from pyproject.toml alone: this layer
-# is rebuilt only when pyproject.toml changes, not on every source edit. Downloads stay in a
-# build cache mount, not in the image.
+# Third-party requirements of the chosen JAX build, exactly as locked: uv.lock exported with
+# hashes (requirements/runtime.txt for cpu, requirements/<extra>.txt for the others; see
+# tools/update-lock.sh), installed by pip in hash-checking mode, so every file is the locked one
+# whatever index serves it. This layer is rebuilt only when the lock's exports change, not on
+# every source edit. Downloads stay in a build cache mount, not in the image.
 ARG JAX_EXTRA=cpu
 COPY pyproject.toml docker/requirements.py /opt/mnist-jax-pipeline/
+COPY requirements /opt/mnist-jax-pipeline/requirements
 # hadolint ignore=DL3042
 RUN --mount=type=secret,id=pipconf,target=/run/secrets/pipconf \
     --mount=type=secret,id=pipcert,target=/run/secrets/pipcert \
@@ -100,7 +106,7 @@ RUN --mount=type=secret,id=pipconf,target=/run/secrets/pipconf \
     set -eu; \
     if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \
     python3 /opt/mnist-jax-pipeline/requirements.py "${JAX_EXTRA}" >/tmp/requirements.txt; \
-    PIP_CACHE_DIR=/var/cache/pip pip install -r /tmp/requirements.txt; \
+    PIP_CACHE_DIR=/var/cache/pip pip install --require-hashes -r /tmp/requirements.txt; \
     rm /tmp/requirements.txt
 
 # The package itself, without dependencies.

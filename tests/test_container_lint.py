@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "Dockerfile"
 BASE_CONTAINERFILE = ROOT / "tests" / "container" / "base-python.Containerfile"
 WORKFLOW = ROOT / ".github" / "workflows" / "ci.yml"
-TARGETS = ("cpu", "cuda12", "tpu")
+TARGETS = ("cpu", "cuda12", "cuda13", "tpu")
 # labels of the project's self-hosted runners, for actionlint's runner-label check
 SELF_HOSTED_LABELS = ("gpu",)
 
@@ -98,33 +98,44 @@ def test_one_install_block_and_the_jax_extra_is_the_only_difference() -> None:
     stages = [line for line in lines if line.upper().startswith("FROM ")]
     assert not any(re.search(rf"\bAS\s+({'|'.join(TARGETS)})\b", s, re.I) for s in stages), "one image, not targets"
     assert not any(re.search(r"\bapt-get\b", line) for line in lines), "Debian packages go through apt-install"
-    pip_installs = [line for line in lines if re.search(r"pip install -r", line)]
+    pip_installs = [line for line in lines if re.search(r"pip install\b.* -r ", line)]
     assert len(pip_installs) == 1 and "${JAX_EXTRA}" in pip_installs[0]
+    assert "pip install --require-hashes -r" in pip_installs[0], "the image installs the lock, hash-checked"
     assert any(line.startswith("ARG JAX_EXTRA=cpu") for line in lines)
     users = [line.split()[1] for line in lines if line.startswith("USER ")]
     assert users and not users[-1].startswith(("0", "root")), "the image must end as a non-root USER"
 
 
-@pytest.mark.parametrize("extra", TARGETS)
-def test_requirements_differ_only_in_the_jax_extra(extra: str, tmp_path: Path) -> None:
+def _image_layout(tmp_path: Path) -> Path:
+    """pyproject.toml, requirements/ and requirements.py side by side, as the Dockerfile copies them."""
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    shutil.copytree(ROOT / "requirements", tmp_path / "requirements")
+    shutil.copy(ROOT / "docker" / "requirements.py", tmp_path / "requirements.py")
+    return tmp_path / "requirements.py"
+
+
+def test_every_jax_extra_is_a_target() -> None:
     import tomllib
 
-    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    shutil.copy(ROOT / "docker" / "requirements.py", tmp_path / "requirements.py")
-    done = subprocess.run([sys.executable, str(tmp_path / "requirements.py"), extra], capture_output=True, text=True)
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert set(TARGETS) == {"cpu"} | {name for name, reqs in extras.items() if any(r.startswith("jax[") for r in reqs)}
+
+
+@pytest.mark.parametrize("extra", TARGETS)
+def test_each_build_installs_the_lock_and_differs_only_in_the_jax_extra(extra: str, tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, str(_image_layout(tmp_path)), extra], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    extra_lines = project["optional-dependencies"].get(extra, [])
-    assert done.stdout.splitlines() == project["dependencies"] + extra_lines
-    assert extra == "cpu" or any(line.startswith("jax[") for line in extra_lines)
+    locked = ROOT / "requirements" / ("runtime.txt" if extra == "cpu" else f"{extra}.txt")
+    assert done.stdout == locked.read_text()
+    # the export of uv.lock for the runtime, plus the extra: nothing else differs
+    command = "uv export --frozen --no-emit-project" + ("" if extra == "cpu" else f" --extra {extra}")
+    assert done.stdout.splitlines()[1] == f"#    {command}"
 
 
 def test_an_unknown_jax_extra_is_one_line(tmp_path: Path) -> None:
-    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    shutil.copy(ROOT / "docker" / "requirements.py", tmp_path / "requirements.py")
-    done = subprocess.run([sys.executable, str(tmp_path / "requirements.py"), "rocm"], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, str(_image_layout(tmp_path)), "rocm"], capture_output=True, text=True)
     assert done.returncode == 1
-    expected = "error: JAX_EXTRA=rocm: use cpu or one of the JAX extras of pyproject.toml: cuda12, tpu"
+    expected = "error: JAX_EXTRA=rocm: use cpu or one of the JAX extras of pyproject.toml: cuda12, cuda13, tpu"
     assert done.stderr.strip() == expected
 
 

@@ -17,7 +17,7 @@
 # Environment:
 #   MNIST_MIRROR              host folder with the four MNIST .gz files (default /work/shared/data/mnist)
 #   CONTAINER_STATE           cache folder (default /var/tmp/mnist-podman)
-#   CONTAINER_TARGETS         more JAX builds (JAX_EXTRA) to build besides cpu (e.g. "cuda12 tpu");
+#   CONTAINER_TARGETS         more JAX builds (JAX_EXTRA) to build besides cpu (e.g. "cuda12 cuda13 tpu");
 #                             each must build and import jax (no accelerator needed for that)
 #   CONTAINER_BASE_IMAGE      base image to use instead of the pull / local fallback
 #   CONTAINER_SOURCE          worktree (default: HEAD + uncommitted changes) or head (HEAD only)

@@ -117,7 +117,6 @@ def test_a_bad_sweep_file_fails_the_sweeps_target_only(tmp_path):
 
 def test_snakemake_runs_the_points_sharing_the_upstream(tmp_path):
     ws = tiny_workspace(tmp_path, "snake")
-    sh(ws, "snakemake", "--cores", "1", "--touch", "download")  # the tiny data stands for the download
     first = sh(ws, "snakemake", "--cores", "2", "sweeps")
     jobs = ran(first)
     assert jobs.get("download", 0) == 0 and jobs["preprocess"] == 1

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from mnist_jax_pipeline import freshness, paths, runtime, stages, sweeps, variants
-from mnist_jax_pipeline.config import load
+from mnist_jax_pipeline.config import load, validate
 from mnist_jax_pipeline.errors import PipelineError
 
 if config:  # every stage reads params.yaml itself, so an override would be silently ignored
@@ -35,23 +35,26 @@ MARKERS = Path(".snakemake/provenance")
 
 
 def marker(job):
-    return MARKERS / job.stage.stamp.at(job.variant).name
+    return MARKERS / job.root / job.stage.stamp.at(job.variant).name
 
 
 def mark(jobs, stale):
     """A stale job's marker gets new content and a time after its outputs'; a current one's the oldest time."""
-    MARKERS.mkdir(parents=True, exist_ok=True)
     for job in jobs:
-        path = marker(job)
-        if job in stale:
-            newest = max((p.stat().st_mtime for p in job.outputs() + [job.stamp_path] if p.exists()), default=0.0)
-            path.write_text("\n".join([*stale[job], str(time.time_ns())]) + "\n", encoding="utf-8")
-            moment = max(time.time(), newest + 1)
-            os.utime(path, (moment, moment))
-        else:
-            if not path.exists():
-                path.write_text("current\n", encoding="utf-8")
-            os.utime(path, (0, 0))
+        mark_one(marker(job), stale.get(job), job.outputs() + [job.stamp_path])
+
+
+def mark_one(path, reasons, outputs):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if reasons:
+        newest = max((p.stat().st_mtime for p in outputs if p.exists()), default=0.0)
+        path.write_text("\n".join([*reasons, str(time.time_ns())]) + "\n", encoding="utf-8")
+        moment = max(time.time(), newest + 1)
+        os.utime(path, (moment, moment))
+    else:
+        if not path.exists():
+            path.write_text("current\n", encoding="utf-8")
+        os.utime(path, (0, 0))
 
 
 mark(JOBS, STALE)
@@ -169,7 +172,8 @@ def record_in_dvc():
         return
     done = subprocess.run(["dvc", "commit", "--force", "--quiet", *current], capture_output=True, text=True)
     if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        lines = [line for line in (done.stderr + done.stdout).splitlines() if line.strip()]
+        last = next((line for line in lines if line.startswith("ERROR")), lines[-1] if lines else "no message")
         sys.exit(f"error: dvc commit failed ({last}); run `dvc commit --force` once DVC can")
 
 
@@ -191,15 +195,48 @@ os.environ[SWEEP_LOCK_ENV] = os.environ.get(runtime.LOCK_ENV, "") if workflow.co
 POINT_LOCK = f"{runtime.LOCK_ENV}=${{{{{SWEEP_LOCK_ENV}-off}}}}"  # unset: off
 
 
+def mark_sweeps():
+    """Markers for every sweep point's jobs, as for the main jobs: a point's params.yaml is stale when the
+    sections its stages read differ from the sweep's; its train and evaluate by their provenance records."""
+    import yaml
+
+    for sweep in SWEEPS.values():
+        for point in sweep.points:
+            folder = sweep.folder(point)
+            file = folder / paths.POINT_PARAMS
+            try:
+                have = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+            except (OSError, yaml.YAMLError):
+                have = {}
+            wanted = sweep.read_by_point(point)
+            differs = {section: have.get(section) for section in wanted} != wanted
+            mark_one(MARKERS / folder / "params", [f"{file}: not the sweep's point"] if differs else None, [file])
+            checker = freshness.Checker(validate(sweep.params(point), str(file)), str(file))
+            jobs = [freshness.Job(stages.get(name), sweep.variant, folder) for name in ("train", "evaluate")]
+            stale = {job: ["its params.yaml changes"] for job in jobs} if differs else checker.stale(jobs)
+            mark(jobs, stale)
+            settle(jobs)
+
+
+mark_sweeps()
+
+
+def point_inputs(name):
+    """A sweep point's job's inputs: its marker, its params.yaml, the records of the jobs it reads, then
+    its upstream files and code files, ancient()."""
+    stage = stages.get(name)
+    upstream = [stages.get("preprocess").stamp.path]
+    if name == "evaluate":
+        upstream.append(f"{POINT}/{stages.get('train').stamp.path}")
+    own = (MARKERS / POINT / Path(stage.stamp.path.format(variant="{variant}")).name).as_posix()
+    return {"marker": own, "params": f"{POINT}/{paths.POINT_PARAMS}", "records": upstream,
+            "upstream": [ancient(path) for path in stages.point_inputs(name, POINT)]}
+
+
 def point_command(stage):
     """A per-variant stage's command for one sweep point, under the point's folder."""
     return (f"{POINT_LOCK} mnist-pipeline --params {{input.params}} {stage} --variant {{wildcards.variant}}"
             " --root sweeps/{wildcards.sweep}/{wildcards.point:q} 2>&1 | tee {log}")
-
-
-def point_params(wildcards):
-    sweep = SWEEPS[wildcards.sweep]
-    return sweep.read_by_point(sweep.point(wildcards.point))
 
 
 def sweeps_command():

@@ -19,10 +19,10 @@ else:
 
 
 rule sweep_point:
+    input:
+        (MARKERS / POINT / "params").as_posix(),
     output:
         f"{POINT}/{paths.POINT_PARAMS}",
-    params:
-        values=point_params,
     log:
         "logs/sweeps/{sweep}/{point}/params.log",
     shell:
@@ -31,8 +31,7 @@ rule sweep_point:
 
 rule sweep_train:
     input:
-        params=f"{POINT}/{paths.POINT_PARAMS}",
-        upstream=stages.snakemake_inputs("train", VARIANTS),
+        **point_inputs("train"),
     output:
         [f"{POINT}/{path}" for path in stages.snakemake_outputs("train", ())[0]],
     log:
@@ -45,8 +44,7 @@ rule sweep_train:
 
 rule sweep_evaluate:
     input:
-        params=f"{POINT}/{paths.POINT_PARAMS}",
-        upstream=stages.point_inputs("evaluate", POINT),
+        **point_inputs("evaluate"),
     output:
         [f"{POINT}/{path}" for path in stages.snakemake_outputs("evaluate", ())[0]],
     log:

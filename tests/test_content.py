@@ -172,3 +172,14 @@ def test_one_run_at_a_time_across_the_two_tools(ws, first):
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         proc.communicate(timeout=120)
+
+
+def test_a_new_runtime_version_makes_every_stage_stale_a_new_dev_tool_none(ws):
+    dev = ws / "requirements/dev.txt"
+    dev.write_text(dev.read_text().replace("pytest==", "pytest==0", 1))
+    assert agree(ws) == set()
+    runtime = ws / "requirements/runtime.txt"
+    text = runtime.read_text()
+    assert "\nnumpy==" in text
+    runtime.write_text(text.replace("\nnumpy==", "\nnumpy==0", 1))  # as a lock update would change it
+    assert agree(ws) == {"check", "download", "preprocess"} | EVERYTHING_AFTER_TRAIN

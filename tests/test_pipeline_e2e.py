@@ -7,6 +7,7 @@ preprocess and what follows it, never download.
 
 from __future__ import annotations
 
+import json
 import zipfile
 
 import pytest
@@ -40,6 +41,14 @@ def test_both_orchestrators_produce_the_same_files(runs):
     for rel in ("models/jit.safetensors", "models/nojit.safetensors", "data/processed/train_images.npy",
                 "data/raw/arrays/train_images.npy", "plots/confusion/jit.csv"):
         assert a[rel].read_bytes() == b[rel].read_bytes(), f"{rel} differs between the orchestrators"
+    # what each output was made from is recorded the same way by both (the records also hash the
+    # metrics, whose timings differ from run to run)
+    for record in ("provenance/preprocess.json", "provenance/train_jit.json"):
+        x, y = (json.loads((ws / record).read_text()) for ws in runs)
+        assert (x["params"], x["code"], x["inputs"]) == (y["params"], y["code"], y["inputs"]), record
+    model = "models/jit.safetensors"
+    assert json.loads((snake / "provenance/train_jit.json").read_text())["outputs"][model] == \
+        json.loads((dvc / "provenance/train_jit.json").read_text())["outputs"][model]
 
 
 def test_second_runs_do_nothing(runs):

@@ -176,6 +176,9 @@ class Sequences(RuleBasedStateMachine):
         output, _ = proc.communicate(timeout=300)
         assert "Traceback (most recent call last)" not in output, self.failure(f"a traceback:\n{output[-3000:]}")
 
+    def teardown(self) -> None:
+        print("sequence:\n  " + "\n  ".join(self.commands))  # shown with -s, or when the test fails
+
     # --- checking --------------------------------------------------------------------------------
 
     def check_results(self) -> None:

@@ -107,9 +107,13 @@ class Checker:
         if stage.name not in self._code:
             root = stages.CODE_ROOT if stages.CODE_ROOT.is_dir() else PACKAGE_DIR
             files = [Path(f) for f in stages.code_files(stage, root)]
-            self._code[stage.name] = {(stages.CODE_ROOT / f.relative_to(root)).as_posix(): self.hashes.of(f)
-                                      for f in files}
+            self._code[stage.name] = {self._name(f, root): self.hashes.of(f) for f in files}
         return self._code[stage.name]
+
+    @staticmethod
+    def _name(file: Path, root: Path) -> str:
+        """A code file's name in the record: under src/ for the package's, else as given."""
+        return (stages.CODE_ROOT / file.relative_to(root)).as_posix() if root in file.parents else file.as_posix()
 
     def inputs(self, job: Job) -> dict[str, str]:
         return self.hashes.tree(p for _, read in job.producers(self.params.variants) for p in read)
@@ -217,6 +221,8 @@ class Checker:
         if not stages.CODE_ROOT.is_dir() or stages.CODE_ROOT.resolve() == PACKAGE_DIR:
             return
         for name, digest in self.code(stage).items():
+            if stages.CODE_ROOT not in Path(name).parents:
+                continue  # the lock export: not code of the package
             installed = PACKAGE_DIR / Path(name).relative_to(stages.CODE_ROOT)
             if not installed.is_file() or self.hashes.of(installed) != digest:
                 raise PipelineError(f"{name}: differs from the installed package ({installed}); install the"

@@ -21,6 +21,21 @@ LOCK_ENV = "MNIST_PIPELINE_LOCK"  # a lock file's path, or `off` (jobs share the
 DEFAULT_LOCK = Path(tempfile.gettempdir()) / f"mnist-jax-pipeline-{os.getuid()}.lock"
 
 
+# The runtime's locked versions, exported from uv.lock without the dev tools: every stage depends on it,
+# so a new pinned version of a runtime package makes them stale under both tools, a new dev tool does not.
+RUNTIME_LOCK = Path("requirements/runtime.txt")
+
+
+def runtime_lock_sha256() -> str | None:
+    """SHA-256 of the runtime lock export, where the project's checkout is the current folder."""
+    import hashlib
+
+    try:
+        return hashlib.sha256(RUNTIME_LOCK.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
 def package_version(name: str) -> str | None:
     try:
         return metadata.version(name)
@@ -55,6 +70,7 @@ def device_info() -> dict[str, Any]:
         "cpu_model": cpu_model(),
         "python_version": platform.python_version(),
         "machine": platform.machine(),
+        "runtime_lock_sha256": runtime_lock_sha256(),
     }
 
 

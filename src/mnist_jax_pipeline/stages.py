@@ -24,6 +24,7 @@ from . import paths
 from .cli import COMMANDS
 from .config import Params, schema
 from .errors import PipelineError
+from .runtime import RUNTIME_LOCK
 
 PACKAGE = __package__
 CODE_ROOT = Path("src") / PACKAGE  # the checkout's package, relative to the project root
@@ -137,6 +138,9 @@ def command_code(command: str, data: tuple[str, ...] = (), root: Path = CODE_ROO
     entry = COMMANDS[command].module.partition(":")[0]
     modules = closure(f"{PACKAGE}.cli", root) | closure(f"{PACKAGE}.{entry}", root)
     files = {module_file(m, root) for m in modules}
+    lock = root.parent.parent / RUNTIME_LOCK  # the checkout's, beside src/ (none for an installed package)
+    if root.parent.name == "src" and lock.is_file():
+        files.add(lock)
     for item in data:
         target = root / item
         files.update(p for p in target.rglob("*") if p.is_file()) if target.is_dir() else files.add(target)

@@ -74,6 +74,7 @@ class RunInfo(Record):
     cpu_model: str
     python_version: str
     machine: str
+    runtime_lock_sha256: str | None = None  # requirements/runtime.txt, the locked runtime versions
     ran_alone: bool  # it held the pipeline's exclusive lock
     lock_wait_seconds: float
     loadavg_1m_at_start: float | None

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..artefacts.dataset import Manifest
 from ..paths import PIPELINE_WRITES
-from ..runtime import package_version
+from ..runtime import package_version, runtime_lock_sha256
 
 UNKNOWN = "unknown"
 PACKAGES = ("jax", "jaxlib", "tensorflow-datasets", "dvc", "snakemake", "numpy", "matplotlib")
@@ -77,5 +77,6 @@ def collect(params_digest: str, params_path: str, manifest: Manifest) -> dict[st
         "params_path": params_path,
         "data_checksums": {name: entry.sha256 for name, entry in sorted(manifest.files.items())},
         "versions": versions(),
+        "runtime_lock_sha256": runtime_lock_sha256(),
         "date": generated_at(),
     }

@@ -90,9 +90,11 @@ def stage_inputs(name):
 
 def stage_outputs(name):
     """Files and whole folders a stage writes, named by their path (the between-workflow cache wants
-    named outputs): `output: **stage_outputs(name)`."""
+    named outputs): `output: **stage_outputs(name)`. Each is update(): Snakemake would otherwise delete a
+    job's earlier outputs before it runs, and a failed or stopped job would leave none (the stages write
+    atomically, so an earlier output stays until the new one is complete)."""
     files, folders = stages.snakemake_outputs(name, VARIANTS)
-    named = {path: path for path in files} | {folder: directory(folder) for folder in folders}
+    named = {path: update(path) for path in files} | {folder: update(directory(folder)) for folder in folders}
     return {re.sub(r"\W", "_", Path(path).name.replace("{variant}", "")).strip("_"): out for path, out in named.items()}
 
 

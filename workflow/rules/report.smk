@@ -20,15 +20,14 @@ rule report:
     input:
         stage_inputs("report"),
     output:
-        history=paths.VARIANTS_HISTORY.path,
-        html=report(paths.REPORT_HTML.path, caption="../report/report.rst", category="Report"),
-        summary=report(paths.REPORT_MD.path, caption="../report/summary.rst", category="Report"),
-        figures=report(
-            paths.REPORT_FIGURES.inside(*paths.REPORT_FIGURES.file_names(VARIANTS)),
-            caption="../report/figures.rst",
-            category="Figures",
-        ),
-        stamp=stages.get("report").stamp.path,
+        history=update(paths.VARIANTS_HISTORY.path),
+        html=update(report(paths.REPORT_HTML.path, caption="../report/report.rst", category="Report")),
+        summary=update(report(paths.REPORT_MD.path, caption="../report/summary.rst", category="Report")),
+        figures=[
+            update(report(path, caption="../report/figures.rst", category="Figures"))
+            for path in paths.REPORT_FIGURES.inside(*paths.REPORT_FIGURES.file_names(VARIANTS))
+        ],
+        stamp=update(stages.get("report").stamp.path),
     log:
         "logs/report.log",
     shell:

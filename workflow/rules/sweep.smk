@@ -33,7 +33,7 @@ rule sweep_train:
     input:
         **point_inputs("train"),
     output:
-        [f"{POINT}/{path}" for path in stages.snakemake_outputs("train", ())[0]],
+        [update(f"{POINT}/{path}") for path in stages.snakemake_outputs("train", ())[0]],
     log:
         "logs/sweeps/{sweep}/{point}/train_{variant}.log",
     wildcard_constraints:
@@ -46,7 +46,7 @@ rule sweep_evaluate:
     input:
         **point_inputs("evaluate"),
     output:
-        [f"{POINT}/{path}" for path in stages.snakemake_outputs("evaluate", ())[0]],
+        [update(f"{POINT}/{path}") for path in stages.snakemake_outputs("evaluate", ())[0]],
     log:
         "logs/sweeps/{sweep}/{point}/evaluate_{variant}.log",
     wildcard_constraints:

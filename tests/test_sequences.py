@@ -5,7 +5,7 @@ A Hypothesis state machine starts each sequence from a copy of one finished work
 (default 5): `snakemake`, `dvc repro`, a single-stage `dvc repro X`, `dvc exp run -S`, `dvc exp
 apply`, a parameter edit, `git checkout` of params.yaml or dvc.lock, touching or editing a source
 file, deleting, truncating, swapping or touching an output, and a run stopped mid-stage (Ctrl-C).
-MNIST_PIPELINE_SEQUENCES (default 10) sets how many sequences run; the examples are derandomized,
+MNIST_PIPELINE_SEQUENCES (default 8) sets how many sequences run; the examples are derandomized,
 so CI runs the same ones each time (MNIST_PIPELINE_SEQUENCE_SEED picks others). A failure prints
 the sequence as the shell commands that reproduce it in a copy of the workspace.
 """
@@ -32,7 +32,7 @@ from conftest import mirror_dir
 from workspace import copy_workspace, downstream, env, make_workspace, sh
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_data]
-SEQUENCES = int(os.environ.get("MNIST_PIPELINE_SEQUENCES", "10"))
+SEQUENCES = int(os.environ.get("MNIST_PIPELINE_SEQUENCES", "8"))
 STEPS = int(os.environ.get("MNIST_PIPELINE_SEQUENCE_STEPS", "5"))
 SEED = os.environ.get("MNIST_PIPELINE_SEQUENCE_SEED")
 SETTINGS = {"variants": ["jit"], "preprocess.max_train_examples": 1000, "profile.trace_steps": 1}

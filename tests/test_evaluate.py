@@ -1,3 +1,5 @@
+import json
+
 import numpy as np
 import pytest
 
@@ -85,3 +87,15 @@ def test_a_nan_pixel_names_the_array_and_the_stage(tmp_path, tiny_processed):
     write_model(tmp_path)
     with pytest.raises(PipelineError, match=r"test_images.npy: holds NaN or infinite values; re-run the 'preprocess'"):
         evaluate("jit", tiny_processed, tmp_path)
+
+
+def test_the_evaluate_command_says_its_test_accuracy(report_tree, caplog):
+    import logging
+
+    from mnist_jax_pipeline.cli import main
+
+    with caplog.at_level(logging.INFO):
+        assert main(["evaluate", "--variant", "jit"]) == 0
+    metrics = json.loads((report_tree / "metrics/evaluate/jit.json").read_text())
+    line = f"evaluate@jit: test accuracy {100 * metrics['test_accuracy']:.2f}%, test loss {metrics['test_loss']:.4f}"
+    assert line in caplog.text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 
 import numpy as np
 
@@ -15,6 +16,8 @@ from .config import NUM_CLASSES, load
 from .errors import PipelineError
 from .model import predict_classes
 from .runtime import exclusive
+
+log = logging.getLogger(__name__)
 
 
 def confusion_matrix(labels: np.ndarray, predicted: np.ndarray, classes: int = NUM_CLASSES) -> np.ndarray:
@@ -62,4 +65,7 @@ def main(args: argparse.Namespace) -> None:
     """`mnist-pipeline evaluate --variant V`."""
     load(args.params)
     with exclusive(f"evaluate@{args.variant}"):
-        evaluate(args.variant, args.processed, args.root)
+        metrics = evaluate(args.variant, args.processed, args.root)
+    where = "" if args.root == "." else f" ({args.root})"
+    log.info("evaluate@%s%s: test accuracy %.2f%%, test loss %.4f", args.variant, where,
+             100 * metrics.test_accuracy, metrics.test_loss)

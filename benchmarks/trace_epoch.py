@@ -1,6 +1,7 @@
 """Where one `jit_scan` epoch spends its time: a jax.profiler trace, parsed into the per-op table.
 
     python benchmarks/trace_epoch.py [--top 15] [--keep DIR]
+    python benchmarks/trace_epoch.py --examples 512 --top 5    # CI smoke run
 
 The standalone version of the profile stage's op table (src/mnist_jax_pipeline/op_table.py): runs
 one warm-up epoch, traces the next (synthetic data of MNIST's shape; the arithmetic does not depend
@@ -27,11 +28,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--top", type=int, default=15, help="rows shown (default: 15)")
     parser.add_argument("--keep", type=Path, help="trace folder (a logdir for XProf; default: a new temporary one)")
+    parser.add_argument("--examples", type=int, default=60_000, help="examples per epoch (default: 60000, MNIST's)")
     args = parser.parse_args()
     params = bench_params(batch_size=128, epochs=2)
     rng = np.random.default_rng(0)
-    images = rng.integers(0, 256, size=(60_000, 784)).astype(np.float32)
-    labels = rng.integers(0, 10, size=60_000).astype(np.int32)
+    images = rng.integers(0, 256, size=(args.examples, 784)).astype(np.float32)
+    labels = rng.integers(0, 10, size=args.examples).astype(np.int32)
     inputs = loop_inputs(params, images, labels)
     loop = ScanLoop(inputs)
     held = [initial_state(params, inputs)]

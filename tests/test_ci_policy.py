@@ -38,12 +38,21 @@ def test_a_mirror_that_is_set_but_missing_is_an_error_in_tests():
     assert done.returncode == 1 and "MNIST_MIRROR=/nonexistent/mnist: not a folder" in done.stdout, done.stdout
 
 
+def venv_state() -> tuple[bool, int | None]:
+    """Whether .venv exists, and its pyvenv.cfg's time (which `python3 -m venv .venv` rewrites)."""
+    config = ROOT / ".venv" / "pyvenv.cfg"
+    return (ROOT / ".venv").exists(), config.stat().st_mtime_ns if config.exists() else None
+
+
 def test_a_mirror_that_is_set_but_missing_stops_ci_at_once():
+    before = venv_state()
     done = subprocess.run(["bash", str(ROOT / ".ci" / "run")], cwd=ROOT, capture_output=True, text=True,
                           env={**os.environ, "MNIST_MIRROR": "/nonexistent/mnist"}, timeout=60)
     assert done.returncode == 1
-    assert "error: MNIST_MIRROR=/nonexistent/mnist: not a folder" in done.stderr
-    assert not (ROOT / ".venv").exists() or "Successfully" not in done.stdout  # nothing was installed
+    assert done.stderr == "error: MNIST_MIRROR=/nonexistent/mnist: not a folder; point it at the four MNIST .gz files\n"
+    # stopped before its first step: nothing printed (the MNIST_MIRROR= line comes first), no venv made or touched
+    assert done.stdout == "", done.stdout
+    assert venv_state() == before
 
 
 @pytest.mark.parametrize(("script", "name"), [("tests/container/run_podman.sh", "container check"),

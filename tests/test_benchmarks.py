@@ -1,0 +1,126 @@
+"""Every script in benchmarks/ runs on tiny synthetic data and prints what it promises, so an import or
+API change breaks the build. Nothing here is timed: the figures are checked for form, never for speed."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import ROOT, tiny_params_dict, write_params, write_raw
+from mnist_jax_pipeline import stages, variants
+
+
+def bench(script: str, *args: str | Path, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
+    """Run benchmarks/<script> with this interpreter, without the real data, its temporary files under `cwd`."""
+    env = {**os.environ, "MNIST_MIRROR": "", "TMPDIR": str(cwd)}
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *map(str, args)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, f"{script} failed:\n{(done.stdout + done.stderr)[-4000:]}"
+    return done
+
+
+def finite(value: Any, positive: bool = True) -> bool:
+    """A real number (not a bool), finite, and above 0 where `positive`."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    return ok and (value > 0 or not positive)
+
+
+def accuracy(value: Any) -> bool:
+    return finite(value, positive=False) and 0 <= value <= 1
+
+
+def test_bench_train(tmp_path: Path):
+    out = tmp_path / "train.json"
+    done = bench("bench_train.py", "--synthetic", "--examples", "256", "--epochs", "3", "--progress", "both",
+                 "--json", "--output", out, cwd=tmp_path)
+    report = json.loads(done.stdout)
+    assert json.loads(out.read_text()) == report
+    names = set(variants.names())
+    assert report["data"] == "synthetic" and report["examples"] == 256 and report["epochs"] == 3
+    for key in ("epoch_seconds", "first_epoch_seconds", "epoch_seconds_with_bar", "bar_over_no_bar"):
+        assert set(report[key]) == names and all(finite(v) for v in report[key].values()), (key, report[key])
+    assert all(len(s) == 3 and all(finite(x) for x in s) for s in report["all_epoch_seconds"].values())
+    assert all(v is None or finite(v) for v in report["compile_seconds"].values())
+    for key in ("gemm_gflops", "epoch_gflop", "roofline_seconds", "roofline_ratio", "speedup_vs_step_loop"):
+        assert finite(report[key]), (key, report[key])
+    assert {"device", "backend", "versions", "host_cpu_count"} <= set(report)
+
+
+def test_trace_epoch(tmp_path: Path):
+    folder = tmp_path / "trace"
+    done = bench("trace_epoch.py", "--examples", "512", "--top", "5", "--keep", folder, cwd=tmp_path)
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("one traced jit_scan epoch (4 steps of batch 128)"), done.stdout
+    step = re.search(r"traced step time ([0-9.]+) ms", done.stdout)
+    assert step and finite(float(step.group(1))), done.stdout
+    assert re.search(r"^\s+self ms\s+share\s+count", done.stdout, re.M), done.stdout
+    assert re.search(r"^matrix products \(\d+ ops\): .* at ([0-9.]+) GFLOP/s", done.stdout, re.M), done.stdout
+    perfetto = re.search(r"Perfetto: (\S+)\)$", lines[-1])
+    assert perfetto and Path(perfetto.group(1)).is_file() and folder in Path(perfetto.group(1)).parents, lines[-1]
+
+
+def test_bench_time_to_accuracy_on_a_download_stage_folder(tmp_path: Path):
+    raw = write_raw(tmp_path / "raw", train=600, test=200)
+    out = tmp_path / "tta.json"
+    done = bench("bench_time_to_accuracy.py", "--raw", raw, "--seeds", "0,1", "--set", "train.epochs=1",
+                 "--json", "--output", out, cwd=tmp_path)
+    report = json.loads(done.stdout)
+    assert json.loads(out.read_text()) == report
+    assert report["evaluated_on"] == "test" and str(raw) in report["data"]
+    assert report["train_examples"] == 600 and report["eval_examples"] == 200
+    assert report["seeds"] == 2 and report["epochs"] == 1 and report["overrides"] == ["train.epochs=1"]
+    assert accuracy(report["mean_test_accuracy"]) and accuracy(report["min_test_accuracy"])
+    assert isinstance(report["passed"], bool) and finite(report["seconds_to_target"])
+    assert all(finite(s) for s in report["train_seconds_range"])
+    assert [r["seed"] for r in report["per_seed"]] == [0, 1]
+    for run in report["per_seed"]:
+        assert accuracy(run["accuracy"]) and finite(run["loss"]) and finite(run["train_seconds"])
+        assert len(run["epoch_seconds"]) == 1 and finite(run["compile_seconds"])
+
+
+def test_ablation_time_to_accuracy(tmp_path: Path):
+    json_out, markdown_out = tmp_path / "ablation.json", tmp_path / "ablation.md"
+    done = bench("ablation_time_to_accuracy.py", "--synthetic", "--examples", "600", "--seeds", "0", "--only", "0,7",
+                 "--json-output", json_out, "--markdown-output", markdown_out, cwd=tmp_path)
+    report = json.loads(json_out.read_text())
+    assert report["evaluated_on"] == "val" and report["data"] == "synthetic" and report["seed_list"] == [0]
+    assert report["command"].endswith("--seeds 0 --synthetic --examples 600 --only 0,7")
+    assert report["train_examples"] + report["eval_examples"] == 600
+    assert [row["group"] for row in report["rows"]] == ["reference", "chain"]
+    for row in report["rows"]:
+        assert accuracy(row["mean_validation_accuracy"]) and accuracy(row["min_validation_accuracy"])
+        assert finite(row["seconds_to_target"]) and row["steps"] > 0 and len(row["per_seed"]) == 1
+    assert json.loads(done.stdout) == {r["name"]: [r["mean_validation_accuracy"], r["seconds_to_target"]]
+                                       for r in report["rows"]}
+    table = [line for line in markdown_out.read_text().splitlines() if line.startswith("| ")]
+    assert len(table) == 1 + len(report["rows"]), table  # the header and one line per row
+
+
+@pytest.mark.slow  # every stage, a whole Snakemake run and the no-op runs: about a minute and a half
+def test_bench_pipeline_from_a_tiny_data_raw(tmp_path: Path):
+    raw = write_raw(tmp_path / "raw", train=300, test=100)
+    (raw / "idx").mkdir()  # the download stage's folder of the original .gz files, left empty here
+    params = write_params(tmp_path / "params.yaml", tiny_params_dict(variants=["jit"], train={"epochs": 1}))
+    out = tmp_path / "pipeline.json"
+    done = bench("bench_pipeline.py", "--raw", raw, "--params", params, "--repeats", "1", "--json", "--output", out,
+                 cwd=tmp_path, timeout=600)
+    report = json.loads(done.stdout)
+    assert json.loads(out.read_text()) == report
+    expected = {f"{s.name}@jit" if s.per_variant else s.name for s in stages.STAGES} - {"download"}
+    assert set(report["stages"]) == expected and "download not run" in report["data"]
+    for name, stage in report["stages"].items():
+        assert finite(stage["seconds"]) and finite(stage["peak_rss_bytes"]), (name, stage)
+    assert report["max_stage_peak_rss_bytes"] == max(s["peak_rss_bytes"] for s in report["stages"].values())
+    assert set(report["noop_seconds"]) == {"snakemake_pipeline", "snakemake_bare_5_rules", "dvc_pipeline",
+                                           "dvc_bare_5_stages"}
+    figures = {key: report[key] for key in ("pipeline_seconds_snakemake_from_scratch", "noop_ratio_snakemake",
+                                            "noop_ratio_dvc")} | report["noop_seconds"]
+    assert all(finite(value) for value in figures.values()), figures

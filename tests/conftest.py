@@ -94,6 +94,7 @@ def write_raw(raw_dir: Path, train: int = 600, test: int = 200) -> Path:
     """A data/raw folder as the download stage leaves it, with synthetic digits."""
     arrays = raw_dir / "arrays"
     arrays.mkdir(parents=True)
+    (raw_dir / "idx").mkdir()  # the download stage keeps the IDX files there; the tiny data has none
     url = "https://storage.googleapis.com/cvdf-datasets/mnist/"
     files = {name: {"sha256": f"{i}" * 64, "size": 1000 + i, "url": url + name}
              for i, name in enumerate(MNIST_FILES, start=1)}

@@ -107,7 +107,7 @@ def test_ablation_time_to_accuracy(tmp_path: Path):
 @pytest.mark.slow  # every stage, a whole Snakemake run and the no-op runs: about a minute and a half
 def test_bench_pipeline_from_a_tiny_data_raw(tmp_path: Path):
     raw = write_raw(tmp_path / "raw", train=300, test=100)
-    (raw / "idx").mkdir()  # the download stage's folder of the original .gz files, left empty here
+    (raw / "idx").mkdir(exist_ok=True)  # the download stage's folder of the original .gz files, left empty here
     params = write_params(tmp_path / "params.yaml", tiny_params_dict(variants=["jit"], train={"epochs": 1}))
     out = tmp_path / "pipeline.json"
     done = bench("bench_pipeline.py", "--raw", raw, "--params", params, "--repeats", "1", "--json", "--output", out,

@@ -53,7 +53,7 @@ def test_3_checkout_of_old_parameters_reruns_nothing(snakemake_first):
     sh(ws, "git", "add", "-A")
     sh(ws, "git", "commit", "-qm", "first run")
     set_params(ws, **{"train.epochs": 2})
-    assert dvc_ran(sh(ws, "dvc", "repro")) == {"train", "evaluate", "profile", "report"}
+    assert dvc_ran(sh(ws, "dvc", "repro")) == {"check", "train", "evaluate", "profile", "report"}
     sh(ws, "git", "checkout", "--", "params.yaml", "dvc.lock", "metrics", "plots")  # git keeps the baseline files
     sh(ws, "dvc", "checkout")
     assert "Data and pipelines are up to date" in sh(ws, "dvc", "status")

@@ -134,7 +134,7 @@ def test_kill_during_training_snakemake(prepared):
     assert proc.returncode != 0, output
     assert not (ws / "models").exists() or not any((ws / "models").iterdir()), "a killed stage left a model"
     assert nothing_new(ws, "metrics/train"), "a killed stage left metrics"
-    assert snakemake_planned(ws) == TRAINING_DONE_BY_KILL
+    assert snakemake_planned(ws) - {"check"} == TRAINING_DONE_BY_KILL  # check may have run before the kill
 
 
 @pytest.mark.slow
@@ -159,8 +159,9 @@ def test_kill_during_training_dvc(prepared):
     assert not (ws / "models").exists() or not any((ws / "models").iterdir())
     set_params(ws, **{"train.epochs": 1})
     stale = json.loads(sh(ws, "dvc", "status", "--json").strip().splitlines()[-1])
-    assert {name.split("@")[0] for name in stale} == TRAINING_DONE_BY_KILL
-    assert dvc_ran(sh(ws, "dvc", "repro")) == TRAINING_DONE_BY_KILL
+    # `check` re-runs when it last checked another params.yaml (400 epochs, if it ran before the kill)
+    assert {name.split("@")[0] for name in stale} - {"check"} == TRAINING_DONE_BY_KILL
+    assert dvc_ran(sh(ws, "dvc", "repro")) - {"check"} == TRAINING_DONE_BY_KILL
 
 
 @pytest.mark.slow

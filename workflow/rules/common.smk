@@ -48,7 +48,12 @@ def mark_one(path, reasons, outputs):
     path.parent.mkdir(parents=True, exist_ok=True)
     if reasons:
         newest = max((p.stat().st_mtime for p in outputs if p.exists()), default=0.0)
-        path.write_text("\n".join([*reasons, str(time.time_ns())]) + "\n", encoding="utf-8")
+        # New content each time (Snakemake takes an input whose content it saw at the job's last run as
+        # unchanged), except when the job has no output at all: then Snakemake runs it anyway, and the
+        # same content in every fresh checkout keeps the between-workflow cache's key the same.
+        fresh = not any(p.exists() for p in outputs)
+        path.write_text("\n".join(["missing"] if fresh else [*reasons, str(time.time_ns())]) + "\n",
+                        encoding="utf-8")
         moment = max(time.time(), newest + 1)
         os.utime(path, (moment, moment))
     else:
@@ -96,6 +101,12 @@ def stage_outputs(name):
     files, folders = stages.snakemake_outputs(name, VARIANTS)
     named = {path: update(path) for path in files} | {folder: update(directory(folder)) for folder in folders}
     return {re.sub(r"\W", "_", Path(path).name.replace("{variant}", "")).strip("_"): out for path, out in named.items()}
+
+
+def stage_params(name):
+    """The params.yaml sections a stage reads. They decide no re-run (the provenance records do), but they
+    are part of the key of Snakemake's between-workflow cache, so a cached output is one of these values."""
+    return {section: config[section] for section in stages.get(name).params}
 
 
 def stage_command(name):

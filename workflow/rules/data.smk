@@ -9,6 +9,8 @@ rule check:
         stage_inputs("check"),
     output:
         **stage_outputs("check"),
+    params:
+        values=stage_params("check"),
     log:
         "logs/check.log",
     shell:
@@ -21,6 +23,8 @@ rule download:
     output:
         **stage_outputs("download"),
     cache: "omit-software"
+    params:
+        values=stage_params("download"),
     log:
         "logs/download.log",
     threads: workflow.cores
@@ -34,6 +38,8 @@ rule preprocess:
     output:
         **stage_outputs("preprocess"),
     cache: "omit-software"
+    params:
+        values=stage_params("preprocess"),
     log:
         "logs/preprocess.log",
     shell:

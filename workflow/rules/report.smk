@@ -7,6 +7,8 @@ rule profile:
         stage_inputs("profile"),
     output:
         **stage_outputs("profile"),
+    params:
+        values=stage_params("profile"),
     log:
         "logs/profile_{variant}.log",
     wildcard_constraints:
@@ -28,6 +30,8 @@ rule report:
             for path in paths.REPORT_FIGURES.inside(*paths.REPORT_FIGURES.file_names(VARIANTS))
         ],
         stamp=update(stages.get("report").stamp.path),
+    params:
+        values=stage_params("report"),
     log:
         "logs/report.log",
     shell:

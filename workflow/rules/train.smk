@@ -6,6 +6,8 @@ rule train:
         stage_inputs("train"),
     output:
         **stage_outputs("train"),
+    params:
+        values=stage_params("train"),
     log:
         "logs/train_{variant}.log",
     wildcard_constraints:
@@ -20,6 +22,8 @@ rule evaluate:
         stage_inputs("evaluate"),
     output:
         **stage_outputs("evaluate"),
+    params:
+        values=stage_params("evaluate"),
     log:
         "logs/evaluate_{variant}.log",
     wildcard_constraints:

@@ -34,11 +34,15 @@ class Stamp(Record):
 
 
 def file_sha256(path: Path) -> str:
-    """SHA-256 of a file's bytes (a symbolic link: of the path it points to)."""
-    if path.is_symlink():
+    """SHA-256 of a file's bytes, through symbolic links (Snakemake's output cache links its files); a link
+    that leads nowhere, or into a loop, by the path it names."""
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.file_digest(handle, "sha256").hexdigest()
+    except OSError:
+        if not path.is_symlink():
+            raise
         return "symlink:" + hashlib.sha256(os.fsencode(os.readlink(path))).hexdigest()
-    with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def ignored(name: str) -> bool:
@@ -46,16 +50,25 @@ def ignored(name: str) -> bool:
 
 
 def files_under(path: Path) -> list[Path]:
-    """The file itself, or every file below a folder (sorted; links are not followed)."""
-    if path.is_symlink() or path.is_file():
+    """The file itself, or every file below a folder, sorted; links are followed once (a link back into a
+    folder already walked counts as a file, so a loop ends)."""
+    if path.is_file() or (path.is_symlink() and not path.is_dir()):
         return [path]
     if not path.is_dir():
         return []
-    found = []
-    for folder, dirs, names in os.walk(path):
-        dirs[:] = sorted(d for d in dirs if not ignored(d))
+    found: list[Path] = []
+    seen = {os.path.realpath(path)}
+    for folder, dirs, names in os.walk(path, followlinks=True):
+        kept = []
+        for name in sorted(d for d in dirs if not ignored(d)):
+            real = os.path.realpath(Path(folder) / name)
+            if real in seen:
+                found.append(Path(folder) / name)  # a loop: the link itself
+            else:
+                seen.add(real)
+                kept.append(name)
+        dirs[:] = kept
         found += [Path(folder) / name for name in sorted(names) if not ignored(name)]
-        found += [Path(folder) / d for d in dirs if (Path(folder) / d).is_symlink()]
     return sorted(found)
 
 

@@ -1,0 +1,88 @@
+"""The content rule on tiny data, without an orchestrator: records, what makes a job stale, and the
+one-line refusals a stage gives (the orchestrators' side is in test_content.py and test_sequences.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import run_stages, tiny_params_dict, write_params, write_raw
+from mnist_jax_pipeline import freshness, stages
+from mnist_jax_pipeline.artefacts.provenance import files_under
+from mnist_jax_pipeline.cli import main
+from mnist_jax_pipeline.config import load
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch) -> Path:
+    """Tiny data/raw recorded as the download stage's, then the real preprocess stage."""
+    write_params(tmp_path / "params.yaml", tiny_params_dict(variants=["jit"]))
+    write_raw(tmp_path / "data" / "raw")
+    monkeypatch.chdir(tmp_path)
+    run_stages(tmp_path, ["preprocess"])
+    return tmp_path
+
+
+def problems(name: str, variant: str | None = None) -> list[str]:
+    checker = freshness.Checker(load("params.yaml"))
+    return checker.problems(freshness.Job(stages.get(name), variant))
+
+
+def test_a_stage_records_what_it_was_made_from(project):
+    record = json.loads((project / "provenance/preprocess.json").read_text())
+    assert record["stage"] == "preprocess"
+    assert record["params"] == {"preprocess": load("params.yaml").to_dict()["preprocess"]}
+    assert "src/mnist_jax_pipeline/data/preprocess.py" in record["code"]
+    assert "data/raw/manifest.json" in record["inputs"]
+    assert set(record["outputs"]) == {f"data/processed/{name}" for name in os.listdir("data/processed")}
+    assert problems("preprocess") == []
+
+
+def test_a_changed_parameter_output_or_input_makes_the_job_stale(project):
+    raw = tiny_params_dict(variants=["jit"])
+    raw["preprocess"]["seed"] = 7
+    write_params(project / "params.yaml", raw)
+    assert problems("preprocess") == [
+        "data/processed: made with preprocess.seed: 0 in the record, 7 in params.yaml"]
+    write_params(project / "params.yaml", tiny_params_dict(variants=["jit"]))
+    (project / "data/processed/stats.json").write_text("{}")
+    assert problems("preprocess") == ["data/processed/stats.json: changed since 'preprocess' wrote it"]
+
+
+def test_temporary_files_are_no_change_and_a_stray_file_is(project):
+    (project / "data/processed/.tmp-x.123.y").write_bytes(b"half")
+    assert problems("preprocess") == []
+    (project / "data/processed/extra.npy").write_bytes(b"x")
+    assert problems("preprocess") == ["data/processed/extra.npy: not written by 'preprocess'"]
+
+
+def test_links_are_followed_once_and_a_loop_ends(tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "a.npy").write_bytes(b"a")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "linked").symlink_to(tmp_path / "real")  # as Snakemake's output cache links folders
+    (tmp_path / "out" / "loop").symlink_to(tmp_path / "out")
+    found = [p.relative_to(tmp_path).as_posix() for p in files_under(tmp_path / "out")]
+    assert found == ["out/linked/a.npy", "out/loop"]
+
+
+def test_a_stage_refuses_inputs_that_are_not_current_in_one_line(project, capsys):
+    (project / "data/processed/train_labels.npy").write_bytes(b"\x93NUMPY")
+    assert main(["train", "--variant", "jit"]) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "error: data/processed/train_labels.npy: changed since 'preprocess' wrote it; re-run 'preprocess':"
+        " snakemake --cores all, or dvc repro -f -s preprocess")
+    assert not (project / "models").exists()
+
+
+def test_a_stage_writes_no_record_for_outputs_from_another_parameters_file(project, capsys):
+    raw = tiny_params_dict(variants=["jit"])
+    raw["preprocess"]["normalize"] = "none" if raw["preprocess"]["normalize"] != "none" else "unit"
+    write_params(project / "other.yaml", raw)
+    assert main(["--params", "other.yaml", "preprocess"]) == 0
+    found = problems("preprocess")  # the record is params.yaml's: the new arrays are not what it lists
+    assert found and all(line.endswith("changed since 'preprocess' wrote it") for line in found)
+    assert "data/processed/train_images.npy: changed since 'preprocess' wrote it" in found

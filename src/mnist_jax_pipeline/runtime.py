@@ -44,14 +44,24 @@ def package_version(name: str) -> str | None:
 
 
 def cpu_model() -> str:
-    """The host CPU's model name (what decides whether two runs give the same bits), or the machine type."""
+    """The host CPU, as precisely as decides whether two runs give the same bits: its model name, and on
+    Linux its family and model numbers and the wide vector units XLA's kernels use (virtual machines often
+    name only "AMD EPYC", which spans generations with and without AVX-512); else the machine type."""
     try:
+        fields: dict[str, str] = {}
         for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+            key, _, value = line.partition(":")
+            if not key.strip():
+                break  # the first processor's block is enough
+            fields.setdefault(key.strip(), value.strip())
     except OSError:
-        pass
-    return platform.processor() or platform.machine()
+        fields = {}
+    if "model name" not in fields:
+        return platform.processor() or platform.machine()
+    flags = set(fields.get("flags", "").split())
+    units = [name for flag, name in (("avx512f", "AVX-512"), ("amx_tile", "AMX")) if flag in flags]
+    detail = ", ".join([f"family {fields.get('cpu family', '?')} model {fields.get('model', '?')}", *units])
+    return f"{fields['model name']} ({detail})"
 
 
 def device_info() -> dict[str, Any]:

@@ -16,8 +16,8 @@ from mnist_jax_pipeline.runtime import cpu_model
 from workspace import make_workspace, sh
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_data]
-QUALITY = ("test_accuracy", "test_loss", "misclassified", "final_test_accuracy", "final_train_accuracy",
-           "final_train_loss")
+QUALITY = ("test_accuracy", "test_loss", "train_loss", "misclassified", "final_test_accuracy",
+           "final_train_accuracy", "final_train_loss")
 
 
 def committed(path: str) -> dict:
@@ -38,7 +38,8 @@ def test_the_baseline_is_committed():
                              text=True, check=True).stdout.split()
     assert "dvc.lock" in tracked and paths.VARIANTS_HISTORY.path in tracked
     for variant in ("nojit", "jit"):
-        for artefact in (paths.TRAIN_METRICS, paths.TRAIN_RUN, paths.EVAL_METRICS, paths.TRAIN_HISTORY):
+        for artefact in (paths.TRAIN_HEADLINE, paths.TRAIN_METRICS, paths.TRAIN_RUN, paths.EVAL_HEADLINE,
+                         paths.EVAL_METRICS, paths.TRAIN_HISTORY):
             assert artefact.at(variant).as_posix() in tracked
 
 
@@ -46,13 +47,18 @@ def test_metrics_diff_shows_the_committed_values_and_no_quality_change_on_the_sa
     diff = json.loads(sh(reproduced, "dvc", "metrics", "diff", "--all", "--json").strip().splitlines()[-1])
     same_cpu = committed(paths.TRAIN_RUN.at("jit").as_posix())["cpu_model"] == cpu_model()
     for variant in ("nojit", "jit"):
-        path = paths.EVAL_METRICS.at(variant).as_posix()
+        path = paths.EVAL_HEADLINE.at(variant).as_posix()
         entry = diff[path]["test_accuracy"]
         assert entry["old"] == committed(path)["test_accuracy"]
         if same_cpu:
-            for key, values in {**diff[path], **diff[paths.TRAIN_METRICS.at(variant).as_posix()]}.items():
-                if key.split(".")[-1] in QUALITY or key.startswith("per_class"):
+            for key, values in {**diff[path], **diff[paths.TRAIN_HEADLINE.at(variant).as_posix()]}.items():
+                if key in QUALITY:
                     assert values["old"] == values["new"], (variant, key, values)
+            for full in (paths.EVAL_METRICS, paths.TRAIN_METRICS):  # the full records DVC does not list
+                old, new = committed(full.at(variant).as_posix()), json.loads(full.at(variant, reproduced).read_text())
+                for key in old.keys() & new.keys():
+                    if key in QUALITY or key == "per_class":
+                        assert old[key] == new[key], (variant, full.path, key)
 
 
 def test_plots_diff_draws_the_baseline_beside_the_run(reproduced):

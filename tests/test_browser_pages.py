@@ -22,11 +22,12 @@ BIN = Path(sys.executable).parent
 
 def test_the_comparison_page_opens_offline_with_every_figure(report_tree: Path) -> None:
     params = compare.flatten(load("params.yaml").to_dict())
-    runs = [compare.Run(name=v, params={**params, "variant": v}, train=training.read_metrics(v),
-                        evaluation=evaluation.read_metrics(v), history=training.read_history(v), ran_alone=True)
+    runs = [compare.Run(name=v, params={**params, "variant": v}, train=training.read_metrics(v).headline(),
+                        evaluation=evaluation.read_metrics(v).headline(), history=training.read_history(v),
+                        ran_alone=True)
             for v in TINY_VARIANTS]
     page = report_tree / "compare.html"
-    compare.write(runs, "tiny variants", "test", page, None)
+    compare.write(runs, compare.differing(runs), "tiny variants", "test", page, None, "between the runs")
     visit = open_offline(page, "compare.png", "() => document.querySelectorAll('#table tr').length")
     assert "tiny variants" in visit.title
     assert len(visit.images) == 2 and all(i["complete"] and i["width"] > 0 and i["scheme"] == "data"

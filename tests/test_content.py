@@ -71,7 +71,7 @@ def test_a_model_dvc_made_from_other_parameters_is_retrained_not_shipped(ws):
     assert agree(ws) == EVERYTHING_AFTER_TRAIN
     out = sh(ws, "snakemake", "--cores", "all")
     assert "models/jit.safetensors: made with train.epochs: 2 in the record, 1 in params.yaml" in out
-    assert json.loads((ws / "metrics/train/jit.json").read_text())["epochs"] == 1
+    assert json.loads((ws / "metrics/train/jit.full.json").read_text())["epochs"] == 1
     assert recorded_params(ws, "train@jit", "train")["epochs"] == 1
     assert agree(ws) == set()
     assert dvc_stale(ws) == set()

@@ -192,7 +192,7 @@ def test_without_the_baseline_there_is_no_speedup(report_tree: Path) -> None:
 
 def test_a_missing_metrics_file_names_its_stage(report_tree: Path) -> None:
     Path(paths.TRAIN_METRICS.at("jit")).unlink()
-    with pytest.raises(PipelineError, match=r"metrics/train/jit.json: missing; run the 'train@jit' stage"):
+    with pytest.raises(PipelineError, match=r"metrics/train/jit.full.json: missing; run the 'train@jit' stage"):
         render(load("params.yaml"), "params.yaml")
     assert not (report_tree / paths.REPORT_HTML.path).exists()
 
@@ -200,9 +200,10 @@ def test_a_missing_metrics_file_names_its_stage(report_tree: Path) -> None:
 @pytest.mark.parametrize(
     ("path", "content", "message"),
     [
-        ("metrics/evaluate/nojit.json", "{not json", r"nojit.json: corrupt JSON; re-run the 'evaluate@nojit'"),
-        ("metrics/train/jit.json", json.dumps({"epochs": 2}), r"jit.json: 'steps_per_epoch': field required;"
-                                                              r" re-run the 'train@jit'"),
+        ("metrics/evaluate/nojit.full.json", "{not json",
+         r"nojit.full.json: corrupt JSON; re-run the 'evaluate@nojit'"),
+        ("metrics/train/jit.full.json", json.dumps({"epochs": 2}), r"jit.full.json: 'steps_per_epoch': field"
+                                                                   r" required; re-run the 'train@jit'"),
         ("metrics/train/jit.run.json", json.dumps({"variant": "jit"}), r"jit.run.json: .*re-run the 'train@jit'"),
         ("plots/train/jit.csv", "epoch,epoch_seconds\n1,2\n", r"jit.csv: missing column 'train_loss'.*'train@jit'"),
         ("plots/train/nojit.csv", "epoch,epoch_seconds,train_loss,train_accuracy,test_accuracy\n1,x,1,1,1\n",

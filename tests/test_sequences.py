@@ -189,7 +189,7 @@ class Sequences(RuleBasedStateMachine):
         from mnist_jax_pipeline.config import load
 
         params = load(self.ws / "params.yaml")
-        metrics = json.loads((self.ws / "metrics/train/jit.json").read_text())
+        metrics = json.loads((self.ws / "metrics/train/jit.full.json").read_text())
         assert metrics["epochs"] == params.train.epochs, self.failure("the metrics are of another run")
         _, metadata = load_model(self.ws / "models/jit.safetensors", "train@jit")
         assert metadata.params_sha256 == params.digest("model", "train"), self.failure(

@@ -84,6 +84,8 @@ COMMANDS: dict[str, Command] = {
                         Option("--dvc", "DVC's experiments of this commit instead", switch=True),
                         Option("--out", f"the page (default: sweeps/NAME/{paths.COMPARE_HTML}, with --dvc"
                                         f" {paths.EXPERIMENTS_HTML})", ""))),
+    "show": Command("report.experiments", "DVC's experiments, the baseline and the workspace: one line per"
+                    " variant with test accuracy, timings and the changed parameters"),
     "preset": Command("presets", "merge presets/NAME.yaml over params.yaml and print each changed key",
                       (Option("name", "the preset's name (presets/NAME.yaml)"),)),
     "generate": Command("stages", "write the files derived from the stage table (dvc.yaml, the params schema)",

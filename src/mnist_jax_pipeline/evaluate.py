@@ -52,6 +52,7 @@ def evaluate(variant: str, processed_dir: str, root: str = ".") -> EvalMetrics:
     wrong = np.flatnonzero(predicted != labels)
     metrics = EvalMetrics(test_accuracy=round(float(np.mean(predicted == labels)), 6), test_loss=round(loss, 8),
                           test_examples=len(labels), misclassified=len(wrong), per_class=per_class(matrix))
+    storage.write_model(paths.EVAL_HEADLINE.at(variant, root), metrics.headline())
     storage.write_model(paths.EVAL_METRICS.at(variant, root), metrics)
     rows = [ConfusionRow(actual=a, predicted=p) for a, p in zip(labels.tolist(), predicted.tolist(), strict=True)]
     storage.write_rows(paths.CONFUSION.at(variant, root), rows, ConfusionRow)

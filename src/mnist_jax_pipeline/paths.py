@@ -71,11 +71,15 @@ VARIANT_FIGURES = ("confusion", "misclassified")  # one of each per variant: con
 RAW = Artefact("data/raw", "download", files=("manifest.json",), folders=("arrays", "idx"))
 PROCESSED = Artefact("data/processed", "preprocess", files=PROCESSED_FILES)
 MODEL = Artefact("models/{variant}.safetensors", "train")
-TRAIN_METRICS = Artefact("metrics/train/{variant}.json", "train", role="metrics", in_git=True)
+# DVC lists the headline files as metrics (a few figures each, so its tables fit a terminal); the
+# full records beside them hold every figure the report and the comparison pages read.
+TRAIN_HEADLINE = Artefact("metrics/train/{variant}.json", "train", role="metrics", in_git=True)
+TRAIN_METRICS = Artefact("metrics/train/{variant}.full.json", "train", in_git=True)
 TRAIN_RUN = Artefact("metrics/train/{variant}.run.json", "train", in_git=True)
 TRAIN_HISTORY = Artefact("plots/train/{variant}.csv", "train", role="plots", in_git=True,
                          plot=Plot("epoch", "test_accuracy", "Test accuracy per epoch ({variant})"))
-EVAL_METRICS = Artefact("metrics/evaluate/{variant}.json", "evaluate", role="metrics", in_git=True)
+EVAL_HEADLINE = Artefact("metrics/evaluate/{variant}.json", "evaluate", role="metrics", in_git=True)
+EVAL_METRICS = Artefact("metrics/evaluate/{variant}.full.json", "evaluate", in_git=True)
 EVAL_DETAILS = Artefact("metrics/evaluate/{variant}_details.json", "evaluate")
 CONFUSION = Artefact("plots/confusion/{variant}.csv", "evaluate", role="plots", in_git=True,
                      plot=Plot("actual", "predicted", "Confusion matrix ({variant})", template="confusion"))
@@ -93,7 +97,8 @@ REPORT_MD = Artefact("reports/summary.md", "report")
 REPORT_FIGURES = Artefact("reports/figures", "report", files=tuple(f"{name}.png" for name in FIGURES),
                           variant_files=tuple(f"{kind}_{{variant}}.png" for kind in VARIANT_FIGURES))
 
-ARTEFACTS = (RAW, PROCESSED, MODEL, TRAIN_METRICS, TRAIN_RUN, TRAIN_HISTORY, EVAL_METRICS, EVAL_DETAILS,
+ARTEFACTS = (RAW, PROCESSED, MODEL, TRAIN_HEADLINE, TRAIN_METRICS, TRAIN_RUN, TRAIN_HISTORY, EVAL_HEADLINE,
+             EVAL_METRICS, EVAL_DETAILS,
              CONFUSION, PROFILE, VARIANTS_HISTORY, REPORT_HTML, REPORT_MD, REPORT_FIGURES)
 
 # Each stage's provenance record (artefacts/provenance.py), beside its outputs under the same root.

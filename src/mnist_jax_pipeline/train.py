@@ -144,7 +144,8 @@ def summarize(run: Run, history: list[EpochRecord], examples: int, batch_size: i
 def main(args: argparse.Namespace) -> None:
     """`mnist-pipeline train --variant V`: train, then write the model, metrics, run info and history."""
     params, variant, root = load(args.params), args.variant, args.root
-    outputs = [a.at(variant, root) for a in (paths.MODEL, paths.TRAIN_METRICS, paths.TRAIN_RUN, paths.TRAIN_HISTORY)]
+    outputs = [a.at(variant, root) for a in (paths.MODEL, paths.TRAIN_HEADLINE, paths.TRAIN_METRICS,
+                                                paths.TRAIN_RUN, paths.TRAIN_HISTORY)]
     storage.check_writable(*outputs)
     data = load_dataset(args.processed)
     with exclusive(f"train@{variant}") as lock:
@@ -154,6 +155,7 @@ def main(args: argparse.Namespace) -> None:
     metadata = ModelMetadata(variant=variant, layer_sizes=list(params.model.layer_sizes),
                              params_sha256=params.digest("model", "train"), jax_version=jax.__version__)
     save_model(paths.MODEL.at(variant, root), weights, metadata)
+    storage.write_model(paths.TRAIN_HEADLINE.at(variant, root), metrics.headline())
     storage.write_model(paths.TRAIN_METRICS.at(variant, root), metrics)
     storage.write_model(paths.TRAIN_RUN.at(variant, root), RunInfo(variant=variant, **device_info(), **lock))
     storage.write_rows(paths.TRAIN_HISTORY.at(variant, root), history, EpochRecord)

@@ -21,14 +21,24 @@ class ClassScores(Record):
     recall: Fraction
 
 
+class EvalHeadline(Record):
+    """metrics/evaluate/<variant>.json, the figures DVC lists as metrics."""
+
+    test_accuracy: Fraction
+    test_loss: float
+
+
 class EvalMetrics(Record):
-    """metrics/evaluate/<variant>.json."""
+    """metrics/evaluate/<variant>.full.json: the headline and the per-class scores."""
 
     test_accuracy: Fraction
     test_loss: float
     test_examples: int
     misclassified: int
     per_class: dict[str, ClassScores]  # keyed "0".."9"
+
+    def headline(self) -> EvalHeadline:
+        return EvalHeadline(test_accuracy=self.test_accuracy, test_loss=float(f"{self.test_loss:.4g}"))
 
 
 class EvalDetails(Record):

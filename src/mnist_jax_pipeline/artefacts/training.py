@@ -41,8 +41,18 @@ class XlaAnalysis(Record):
     bytes_accessed: float | None = None
 
 
+class TrainHeadline(Record):
+    """metrics/train/<variant>.json, the figures DVC lists as metrics: few and rounded, so that
+    `dvc metrics show` and `dvc metrics diff` fit a terminal."""
+
+    compile_s: float | None = None  # seconds; absent when nothing is compiled (nojit)
+    epoch_s: float  # seconds, the median epoch after the first
+    train_s: float  # seconds, every epoch, compile apart
+    train_loss: float  # the last epoch's
+
+
 class TrainMetrics(Record):
-    """metrics/train/<variant>.json: every value a number, so `dvc metrics show` lists figures only."""
+    """metrics/train/<variant>.full.json: every figure of a training run, numbers only."""
 
     epochs: int
     steps_per_epoch: int
@@ -58,6 +68,13 @@ class TrainMetrics(Record):
     final_test_accuracy: float
     peak_rss_bytes: int
     xla: XlaAnalysis | None = None  # absent when nothing is compiled (nojit)
+
+    def headline(self) -> TrainHeadline:
+        """The figures a user compares between runs, rounded to what a timing can tell apart."""
+        return TrainHeadline(
+            compile_s=None if self.compile_seconds is None else round(self.compile_seconds, 3),
+            epoch_s=round(self.epoch_seconds_median, 3), train_s=round(self.total_train_seconds, 3),
+            train_loss=float(f"{self.final_train_loss:.4g}"))
 
 
 class RunInfo(Record):

@@ -12,6 +12,7 @@ import base64
 import csv
 import io
 import json
+import logging
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,37 +25,29 @@ from pydantic import ValidationError
 
 from .. import paths, sweeps
 from ..artefacts import evaluation, storage, training
-from ..artefacts.evaluation import EvalMetrics
-from ..artefacts.training import EpochRecord, TrainMetrics
+from ..artefacts.evaluation import EvalHeadline
+from ..artefacts.training import EpochRecord, TrainHeadline
 from ..config import load
 from ..errors import PipelineError
+from . import experiments
+from .experiments import flatten
 from .figures import PLAIN, STYLE, png_bytes, variant_color
 from .provenance import generated_at
 from .render import environment
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class Run:
-    """One point of a sweep, or one DVC experiment."""
+    """One point of a sweep, or one variant of a DVC experiment, the baseline or the workspace."""
 
     name: str
     params: dict[str, Any]  # flat: dotted key -> value
-    train: TrainMetrics
-    evaluation: EvalMetrics
+    train: TrainHeadline
+    evaluation: EvalHeadline
     history: list[EpochRecord]
-    ran_alone: bool | None  # None where unknown (an experiment's run info stays in DVC's cache)
-
-
-def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """{'train': {'epochs': 3}} -> {'train.epochs': 3}; lists stay values."""
-    flat: dict[str, Any] = {}
-    for key, value in tree.items():
-        dotted = f"{prefix}{key}"
-        if isinstance(value, dict):
-            flat.update(flatten(value, f"{dotted}."))
-        else:
-            flat[dotted] = value
-    return flat
+    ran_alone: bool | None  # None where unknown (an experiment's run info stays in its commit)
 
 
 def differing(runs: list[Run]) -> list[str]:
@@ -68,68 +61,44 @@ def from_sweep(sweep: sweeps.Sweep) -> list[Run]:
     runs = []
     for point in sweep.points:
         root, variant = sweep.folder(point), sweep.variant
-        if not (root / paths.EVAL_METRICS.at(variant)).is_file():
+        if not (root / paths.EVAL_HEADLINE.at(variant)).is_file():
             raise PipelineError(f"{root}: this point has not run; run `snakemake --cores all sweeps` (or"
                                 f" `snakemake --cores all sweeps/{sweep.name}/{paths.COMPARE_HTML}`) first")
         runs.append(Run(name=point.name, params=flatten(sweep.params(point)),
-                        train=training.read_metrics(variant, root), evaluation=evaluation.read_metrics(variant, root),
+                        train=training.read_metrics(variant, root).headline(),
+                        evaluation=evaluation.read_metrics(variant, root).headline(),
                         history=training.read_history(variant, root),
                         ran_alone=training.read_run(variant, root).ran_alone))
     return runs
 
 
-def _git_show(rev: str, path: str) -> str | None:
-    done = subprocess.run(["git", "show", f"{rev}:{path}"], capture_output=True, text=True)
-    return done.stdout if done.returncode == 0 else None
-
-
-def _history(rev: str, variant: str) -> list[EpochRecord]:
-    text = _git_show(rev, paths.TRAIN_HISTORY.at(variant).as_posix())
-    if text is None:
-        return []
+def _history(rev: str | None, variant: str) -> list[EpochRecord]:
+    """A variant's epochs as a commit holds them (the workspace's file where `rev` is None); none if unreadable."""
+    path = paths.TRAIN_HISTORY.at(variant).as_posix()
+    if rev is None:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError:
+            return []
+    else:
+        done = subprocess.run(["git", "show", f"{rev}:{path}"], capture_output=True, text=True)
+        if done.returncode != 0:
+            return []
+        text = done.stdout
     try:
         return [EpochRecord.model_validate(row, strict=False) for row in csv.DictReader(io.StringIO(text))]
     except ValidationError:
         return []
 
 
-def _experiment(entry: dict[str, Any]) -> Run | None:
-    """A `dvc exp show --json` entry of a finished experiment, or None (failed, queued, other variant)."""
-    data = entry.get("data") or {}
-    params = (data.get("params") or {}).get("params.yaml", {}).get("data") or {}
-    variant_list = params.get("variants") or []
-    if len(variant_list) != 1:
-        return None
-    variant = variant_list[0]
-    metrics = {path: (value or {}).get("data") for path, value in (data.get("metrics") or {}).items()}
-    train_data = metrics.get(paths.TRAIN_METRICS.at(variant).as_posix())
-    eval_data = metrics.get(paths.EVAL_METRICS.at(variant).as_posix())
-    if not train_data or not eval_data:
-        return None
-    try:
-        return Run(name=entry.get("name") or data.get("rev") or "?", params=flatten(params),
-                   train=TrainMetrics.model_validate(train_data), evaluation=EvalMetrics.model_validate(eval_data),
-                   history=_history(data.get("rev") or entry.get("rev", ""), variant), ran_alone=None)
-    except ValidationError:
-        return None
-
-
-def from_dvc() -> list[Run]:
-    """DVC's experiments of this commit that trained one variant, as `dvc exp show --json` lists them."""
-    done = subprocess.run(["dvc", "exp", "show", "--json"], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise PipelineError(f"dvc exp show failed: {done.stderr.strip().splitlines()[-1:] or ['no output']}")
-    runs = []
-    for baseline in json.loads(done.stdout or "[]"):
-        for experiment in baseline.get("experiments") or []:
-            for rev in experiment.get("revs") or []:
-                run = _experiment({**rev, "name": rev.get("name") or experiment.get("name")})
-                if run is not None:
-                    runs.append(run)
-    if not runs:
-        raise PipelineError("no finished DVC experiment that trained one variant; queue some with"
-                            " `mnist-pipeline sweep-queue --file sweeps/NAME.yaml` and run `dvc queue start`")
-    return runs
+def from_dvc() -> tuple[list[Run], list[str], list[str]]:
+    """Every variant of DVC's experiments of this commit, the baseline's and the workspace's, as runs;
+    the parameters that differ from the baseline; and what was left out, with why."""
+    rows, left_out = experiments.from_dvc()
+    runs = [Run(name=row.name, params=row.params, train=row.train, evaluation=row.evaluation,
+                history=_history(row.rev, row.variant), ran_alone=None) for row in rows]
+    keys = list(dict.fromkeys(key for row in rows for key in row.changed))
+    return runs, keys, left_out
 
 
 def _uri(fig: Figure) -> str:
@@ -144,50 +113,64 @@ def _look(index: int) -> dict[str, Any]:
     return {"color": variant_color(index), "marker": MARKERS[(index // 10) % len(MARKERS)]}
 
 
+def _within(values: list[float], top: float | None = None) -> tuple[float, float]:
+    """Axis limits around the data with a small margin, never past `top` (100% for an accuracy)."""
+    low, high = min(values), max(values)
+    pad = (high - low) * 0.08 or max(abs(high) * 0.02, 1e-3)
+    upper = high + pad if top is None else min(top, high + pad)
+    return low - pad, upper
+
+
 def figures(runs: list[Run]) -> dict[str, str]:
     """The scatter of accuracy against time, and the curves overlaid, as data: URIs."""
     with mpl_style.context(["default", STYLE]):
         scatter = Figure(figsize=(6.5, 4), layout="constrained")
         ax = scatter.subplots()
         for i, run in enumerate(runs):
-            ax.scatter(run.train.total_train_seconds, 100 * run.evaluation.test_accuracy, **_look(i),
+            ax.scatter(run.train.train_s, 100 * run.evaluation.test_accuracy, **_look(i),
                        label=run.name, s=36, zorder=3)
         ax.set(xlabel="training seconds (all epochs, compile apart)", ylabel="test accuracy (%)",
-               title="test accuracy against training time")
+               title="test accuracy against training time",
+               xlim=_within([run.train.train_s for run in runs]),
+               ylim=_within([100 * run.evaluation.test_accuracy for run in runs], top=100))
         scatter.legend(loc="outside right upper", fontsize=7)
         curves = Figure(figsize=(9, 3.4), layout="constrained")
         loss_ax, acc_ax = curves.subplots(1, 2)
+        accuracies = []
         for i, run in enumerate(runs):
             epochs = [h.epoch for h in run.history]
+            accuracies += [100 * h.test_accuracy for h in run.history]
             loss_ax.plot(epochs, [h.train_loss for h in run.history], **_look(i), markersize=3, label=run.name)
             acc_ax.plot(epochs, [100 * h.test_accuracy for h in run.history], **_look(i), markersize=3)
         loss_ax.set(title="training loss", xlabel="epoch", ylabel="loss", yscale="log")
         loss_ax.yaxis.set_major_formatter(PLAIN)
         loss_ax.yaxis.set_minor_formatter(PLAIN)
         acc_ax.set(title="test accuracy", xlabel="epoch", ylabel="%")
+        if accuracies:
+            acc_ax.set_ylim(*_within(accuracies, top=100))
         for axis in (loss_ax, acc_ax):
             axis.xaxis.set_major_locator(MaxNLocator(integer=True))
         curves.legend(loc="outside right upper", fontsize=7)
         return {"scatter": _uri(scatter), "curves": _uri(curves)}
 
 
-def table(runs: list[Run]) -> tuple[list[str], list[dict[str, Any]]]:
-    """The rows, best test accuracy first, with the differing parameters as columns."""
-    keys = differing(runs)
-    rows = [{"name": run.name, "test_accuracy": run.evaluation.test_accuracy, "test_loss": run.evaluation.test_loss,
-             "total_train_seconds": run.train.total_train_seconds,
-             "epoch_seconds_median": run.train.epoch_seconds_median, "compile_seconds": run.train.compile_seconds,
-             "epochs": run.train.epochs, "ran_alone": run.ran_alone,
-             "params": {key: run.params.get(key) for key in keys}}
-            for run in sorted(runs, key=lambda r: (-r.evaluation.test_accuracy, r.train.total_train_seconds))]
-    return keys, rows
+def table(runs: list[Run], keys: list[str]) -> list[dict[str, Any]]:
+    """The rows, best test accuracy first, with the given parameters as columns."""
+    return [{"name": run.name, "test_accuracy": run.evaluation.test_accuracy, "test_loss": run.evaluation.test_loss,
+             "total_train_seconds": run.train.train_s, "epoch_seconds_median": run.train.epoch_s,
+             "compile_seconds": run.train.compile_s, "epochs": run.params.get("train.epochs"),
+             "ran_alone": run.ran_alone, "params": {key: run.params.get(key) for key in keys}}
+            for run in sorted(runs, key=lambda r: (-r.evaluation.test_accuracy, r.train.train_s))]
 
 
-def write(runs: list[Run], title: str, source: str, html_path: Path, csv_path: Path | None) -> None:
-    """Render the page (and the table as CSV) atomically."""
-    keys, rows = table(runs)
+def write(runs: list[Run], keys: list[str], title: str, source: str, html_path: Path, csv_path: Path | None,
+          against: str, notes: tuple[str, ...] = ()) -> None:
+    """Render the page (and the table as CSV) atomically; `keys` are the parameters that differ `against`
+    something ("between the points", "from the baseline (HEAD)")."""
+    rows = table(runs, keys)
     html = environment(autoescape=True).get_template("compare.html.j2").render(
-        title=title, source=source, keys=keys, rows=rows, figures=figures(runs), date=generated_at())
+        title=title, source=source, keys=keys, rows=rows, figures=figures(runs), date=generated_at(), notes=notes,
+        against=against)
     storage.write_text(html_path, html)
     if csv_path is not None:
         out = io.StringIO()
@@ -206,8 +189,17 @@ def main(args: argparse.Namespace) -> None:
     if args.sweep:
         sweep = sweeps.load(sweeps.FOLDER / f"{args.sweep}.yaml", args.params)
         folder = sweeps.FOLDER / sweep.name
-        write(from_sweep(sweep), f"sweep {sweep.name}", f"sweeps/{sweep.name}.yaml ({sweep.variant})",
-              Path(args.out or folder / paths.COMPARE_HTML), folder / paths.COMPARE_CSV)
+        runs = from_sweep(sweep)
+        html_path = Path(args.out or folder / paths.COMPARE_HTML)
+        write(runs, differing(runs), f"sweep {sweep.name}", f"sweeps/{sweep.name}.yaml ({sweep.variant})",
+              html_path, folder / paths.COMPARE_CSV, "between the points")
+        log.info("compare: wrote %s (%d points of sweep %s)", html_path, len(runs), sweep.name)
         return
     load(args.params)
-    write(from_dvc(), "DVC experiments", "dvc exp show", Path(args.out or paths.EXPERIMENTS_HTML), None)
+    runs, keys, left_out = from_dvc()
+    html_path = Path(args.out or paths.EXPERIMENTS_HTML)
+    notes = (f"Left out: {', '.join(left_out)}.",) if left_out else ()
+    write(runs, keys, "DVC experiments", "dvc exp show: the workspace, the baseline (HEAD) and its experiments,"
+          " one row per variant", html_path, None, "from the baseline (HEAD)", notes)
+    log.info("compare: wrote %s (%d rows, one per experiment and variant%s)", html_path, len(runs),
+             f"; left out: {', '.join(left_out)}" if left_out else "")

@@ -1,0 +1,111 @@
+"""The everyday views of DVC's data at the defaults: `dvc metrics show` and `dvc metrics diff` fit a
+120-column terminal with test accuracy in sight, `mnist-pipeline show` lists every variant of every
+experiment with what it changed, and `compare --dvc` takes a default two-variant experiment."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+
+import pytest
+
+from conftest import write_raw
+from mnist_jax_pipeline import paths
+from mnist_jax_pipeline.report import compare, experiments
+from workspace import env, make_workspace, sh
+
+WIDTH = 120
+STEP = "train.step_size=0.02"
+
+
+def _entry(rev: str, name: str | None, step: float, accuracy: float | None, variants: list[str],
+           status: str | None = None) -> dict:
+    metrics = {} if accuracy is None else {
+        **{paths.TRAIN_HEADLINE.at(v).as_posix(): {"data": {"epoch_s": 1.5, "train_s": 3.0, "train_loss": 0.1}}
+           for v in variants},
+        **{paths.EVAL_HEADLINE.at(v).as_posix(): {"data": {"test_accuracy": accuracy, "test_loss": 0.2}}
+           for v in variants}}
+    data = {"rev": rev, "params": {"params.yaml": {"data": {"train": {"step_size": step, "epochs": 2},
+                                                             "variants": variants}}}, "metrics": metrics}
+    return {"rev": rev, "name": name, "data": {**data, **({"status": status} if status else {})}}
+
+
+def test_rows_are_every_variant_of_every_experiment_with_what_it_changed():
+    head = _entry("abc", "main", 0.01, 0.95, ["nojit", "jit"])
+    head["experiments"] = [
+        {"name": "exp-two", "revs": [_entry("def", "exp-two", 0.02, 0.97, ["nojit", "jit"])]},
+        {"name": "exp-one", "revs": [_entry("123", "exp-one", 0.03, 0.96, ["jit"])]},
+        {"name": "exp-failed", "revs": [_entry("456", "exp-failed", 0.5, None, ["jit"], status="Failed")]},
+    ]
+    rows, left_out = experiments.collect([_entry("workspace", None, 0.01, 0.95, ["nojit", "jit"]), head])
+    assert [row.name for row in rows] == ["workspace · nojit", "workspace · jit", "HEAD (main) · nojit",
+                                          "HEAD (main) · jit", "exp-two · nojit", "exp-two · jit", "exp-one · jit"]
+    assert rows[0].changed == rows[2].changed == {}
+    assert rows[4].changed == {"train.step_size": 0.02}
+    assert rows[6].changed == {"train.step_size": 0.03, "variants": ["jit"]}
+    assert left_out == ["exp-failed (failed)"]
+    lines = experiments.table(rows, 60)
+    assert len(lines) == 1 + len(rows) and all(len(line) <= 60 for line in lines)
+    assert "97.00%" in lines[5]
+
+
+def test_accuracy_axes_stay_within_the_data():
+    low, high = compare._within([96.5, 99.9], top=100)
+    assert 96 < low < 96.5 and 99.9 < high <= 100
+    assert compare._within([97.0], top=100)[1] <= 100  # one run: a margin, still not past 100%
+
+
+@pytest.fixture(scope="module")
+def experimented(tmp_path_factory):
+    """A default two-variant baseline in git and one `dvc exp run -S train.step_size=0.02` (tiny data)."""
+    ws = make_workspace(tmp_path_factory.mktemp("views"), "ws", fast=False, **{
+        "model.layer_sizes": [784, 32, 10], "train.epochs": 2, "profile.trace_steps": 2})
+    write_raw(ws / paths.RAW.path)
+    for folder in paths.RAW.folders:
+        (ws / paths.RAW.path / folder).mkdir(exist_ok=True)
+    sh(ws, "dvc", "commit", "--force", "--quiet", "download")  # the tiny data stands for the download
+    sh(ws, "dvc", "repro")
+    sh(ws, "git", "add", "-A")
+    sh(ws, "git", "commit", "-qm", "baseline")
+    sh(ws, "dvc", "exp", "run", "-S", STEP)
+    return ws
+
+
+def _terminal(ws, *args: str) -> list[str]:
+    done = subprocess.run(args, cwd=ws, env={**env(ws), "COLUMNS": str(WIDTH)}, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    return [line.rstrip() for line in done.stdout.splitlines() if line.strip()]
+
+
+@pytest.mark.slow
+def test_dvc_metrics_show_and_diff_fit_a_terminal_with_test_accuracy(experimented):
+    shown = _terminal(experimented, "dvc", "metrics", "show")
+    assert "test_accuracy" in shown[0] and len(shown) == 1 + 4  # a line per variant's train and evaluate file
+    assert max(map(len, shown)) <= WIDTH, shown
+    diff = _terminal(experimented, "dvc", "metrics", "diff", "HEAD")
+    assert any("test_accuracy" in line for line in diff[1:]) and max(map(len, diff)) <= WIDTH
+    assert len(diff) - 1 <= 2 * 6  # at most every headline figure of both variants
+
+
+@pytest.mark.slow
+def test_show_lists_the_workspace_the_baseline_and_each_variant_of_the_experiment(experimented):
+    lines = _terminal(experimented, "mnist-pipeline", "show")
+    assert max(map(len, lines)) <= WIDTH
+    body = lines[1:]
+    assert [line.split()[0] for line in body][:2] == ["workspace", "workspace"]
+    assert sum(line.startswith("HEAD") for line in body) == 2
+    changed = [line for line in body if line.rstrip().endswith(STEP)]
+    assert len(changed) == 4  # the experiment's two variants, and the workspace it was applied to
+    assert all(re.search(r"\d+\.\d\d%", line) for line in body)
+
+
+@pytest.mark.slow
+def test_compare_dvc_takes_a_default_two_variant_experiment(experimented):
+    out = sh(experimented, "mnist-pipeline", "compare", "--dvc")
+    assert f"wrote {paths.EXPERIMENTS_HTML} (6 rows" in out
+    html = (experimented / paths.EXPERIMENTS_HTML).read_text()
+    assert html.count("<tr>") == 1 + 6 and "HEAD" in html and "workspace · nojit" in html
+    assert "<code>train.step_size</code>" in html and "<code>train.epochs</code>" not in html
+    assert os.path.getsize(experimented / paths.EXPERIMENTS_HTML) > 10_000

@@ -45,7 +45,7 @@ from mnist_jax_pipeline.data.idx import read_pair
 from mnist_jax_pipeline.data.preprocess import pixel_moments, split_indices, transform
 from mnist_jax_pipeline.errors import PipelineError
 from mnist_jax_pipeline.model import loss_and_accuracy
-from mnist_jax_pipeline.runtime import cpu_model, device_info
+from mnist_jax_pipeline.runtime import cpu_model, device_info, set_numerics
 from mnist_jax_pipeline.train import initial_state, loop_inputs, run_epochs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -169,6 +169,7 @@ def summary(runs: list[dict[str, Any]], split: str, target: float) -> dict[str, 
 
 
 def main(argv: list[str] | None = None) -> int:
+    set_numerics()  # the pipeline's: deterministic GPU ops, full-precision float32 matmuls
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--params", type=Path, default=PRESET, help="the preset (a complete params.yaml)")
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",

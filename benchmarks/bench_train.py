@@ -34,7 +34,7 @@ from mnist_jax_pipeline.data.download import mirror_from_env
 from mnist_jax_pipeline.data.idx import read_pair
 from mnist_jax_pipeline.loops.base import batch_bounds
 from mnist_jax_pipeline.progress import EpochProgress
-from mnist_jax_pipeline.runtime import device_info
+from mnist_jax_pipeline.runtime import device_info, set_numerics
 from mnist_jax_pipeline.train import Dataset, initial_state, loop_inputs, run_epochs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,6 +123,7 @@ def bench_variant(variant: str, data: Dataset, params: Params, bar: str = "off")
 
 
 def main(argv: list[str] | None = None) -> int:
+    set_numerics()  # the pipeline's: deterministic GPU ops, full-precision float32 matmuls
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--epochs", type=int, default=4, help="epochs per variant (median over all but the first)")

@@ -84,9 +84,10 @@ def test_dvc_metrics_show_and_diff_fit_a_terminal_with_test_accuracy(experimente
     shown = _terminal(experimented, "dvc", "metrics", "show")
     assert "test_accuracy" in shown[0] and len(shown) == 1 + 4  # a line per variant's train and evaluate file
     assert max(map(len, shown)) <= WIDTH, shown
-    diff = _terminal(experimented, "dvc", "metrics", "diff", "HEAD")
-    assert any("test_accuracy" in line for line in diff[1:]) and max(map(len, diff)) <= WIDTH
-    assert len(diff) - 1 <= 2 * 6  # at most every headline figure of both variants
+    diff = _terminal(experimented, "dvc", "metrics", "diff", "HEAD")  # the figures that changed
+    assert 1 < len(diff) <= 1 + 2 * 6 and max(map(len, diff)) <= WIDTH  # at most every headline figure
+    every = _terminal(experimented, "dvc", "metrics", "diff", "HEAD", "--all")
+    assert sum("test_accuracy" in line for line in every) == 2 and max(map(len, every)) <= WIDTH
 
 
 @pytest.mark.slow

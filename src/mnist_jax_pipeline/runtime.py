@@ -6,6 +6,7 @@ import contextlib
 import fcntl
 import os
 import platform
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -34,6 +35,35 @@ def runtime_lock_sha256() -> str | None:
         return hashlib.sha256(RUNTIME_LOCK.read_bytes()).hexdigest()
     except OSError:
         return None
+
+
+# Numerics every backend keeps run after run. On a GPU, XLA's autotuning may pick another GEMM kernel in
+# each process and scatters may use atomics, so two runs could give other bits: this flag makes XLA use
+# deterministic kernels only (and skip autotuning). Float32 matrix products run at full float32 precision:
+# not TF32 on an NVIDIA GPU, not bfloat16 passes on a TPU, the CPU's own precision (where it changes nothing).
+DETERMINISTIC_XLA_FLAGS = ("--xla_gpu_exclude_nondeterministic_ops=true",)
+MATMUL_PRECISION = "highest"
+
+
+def set_numerics() -> None:
+    """Set the deterministic XLA flags (kept where XLA_FLAGS already names them) and full-precision float32
+    matmuls, before JAX starts a backend (through the environment, so JAX need not be imported yet)."""
+    flags = os.environ.get("XLA_FLAGS", "").split()
+    named = {flag.split("=", 1)[0] for flag in flags}
+    flags += [flag for flag in DETERMINISTIC_XLA_FLAGS if flag.split("=", 1)[0] not in named]
+    os.environ["XLA_FLAGS"] = " ".join(flags)
+    os.environ["JAX_DEFAULT_MATMUL_PRECISION"] = MATMUL_PRECISION
+    jax = sys.modules.get("jax")
+    if jax is not None:  # imported already: it has read its environment
+        jax.config.update("jax_default_matmul_precision", MATMUL_PRECISION)
+
+
+def numerics() -> dict[str, str]:
+    """The XLA flags and matmul precision in force in this process."""
+    import jax
+
+    return {"xla_flags": os.environ.get("XLA_FLAGS", ""),
+            "matmul_precision": str(jax.config.jax_default_matmul_precision or "default")}
 
 
 def package_version(name: str) -> str | None:
@@ -81,6 +111,7 @@ def device_info() -> dict[str, Any]:
         "python_version": platform.python_version(),
         "machine": platform.machine(),
         "runtime_lock_sha256": runtime_lock_sha256(),
+        **numerics(),
     }
 
 

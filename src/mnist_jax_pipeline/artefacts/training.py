@@ -92,6 +92,8 @@ class RunInfo(Record):
     python_version: str
     machine: str
     runtime_lock_sha256: str | None = None  # requirements/runtime.txt, the locked runtime versions
+    xla_flags: str | None = None  # XLA_FLAGS in force: the deterministic GPU ops (runtime.set_numerics)
+    matmul_precision: str | None = None  # float32 matmuls: "highest" is full float32 on GPU and TPU too
     ran_alone: bool  # it held the pipeline's exclusive lock
     lock_wait_seconds: float
     loadavg_1m_at_start: float | None

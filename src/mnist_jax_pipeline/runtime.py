@@ -63,7 +63,7 @@ def numerics() -> dict[str, str]:
     import jax
 
     return {"xla_flags": os.environ.get("XLA_FLAGS", ""),
-            "matmul_precision": str(jax.config.jax_default_matmul_precision or "default")}
+            "matmul_precision": str(getattr(jax.config, "jax_default_matmul_precision", None) or "default")}
 
 
 def package_version(name: str) -> str | None:

@@ -29,7 +29,7 @@ from . import paths, variants
 from .artefacts import storage
 from .artefacts.storage import discard_temps
 from .errors import PipelineError, clip
-from .runtime import set_numerics
+from .runtime import quiet_backend_fallback, set_numerics
 
 
 @dataclass(frozen=True)
@@ -239,6 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = {sig: signal.signal(sig, _stop) for sig in STOP_SIGNALS}
     sys.unraisablehook = _unraisable
     set_numerics()  # before any stage starts a JAX backend
+    quiet_backend_fallback()
     try:
         module_name, _, function = COMMANDS[args.command].module.partition(":")
         module = importlib.import_module(f"{__package__}.{module_name}")

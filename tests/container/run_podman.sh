@@ -18,7 +18,9 @@
 #   MNIST_MIRROR              host folder with the four MNIST .gz files (default /work/shared/data/mnist)
 #   CONTAINER_STATE           cache folder (default /var/tmp/mnist-podman)
 #   CONTAINER_TARGETS         more JAX builds (JAX_EXTRA) to build besides cpu (e.g. "cuda12 cuda13 tpu");
-#                             each must build and import jax (no accelerator needed for that)
+#                             each must build and pass tests/container/check_jax.py (its JAX imports; a
+#                             CUDA build's plugin matches jaxlib and loads; without the accelerator JAX
+#                             falls back to the CPU with at most one line); no accelerator needed
 #   CONTAINER_BASE_IMAGE      base image to use instead of the pull / local fallback
 #   CONTAINER_SOURCE          worktree (default: HEAD + uncommitted changes) or head (HEAD only)
 #   CONTAINER_RUN_PIPELINE    0 to stop after the image checks
@@ -162,9 +164,9 @@ done
 IMG="$IMAGE:cpu"
 for target in $TARGETS; do
   [ "${BUILD_RC[$target]}" -eq 0 ] || fail "target $target did not build (see $STATE/build-$target.log)"
-  timeout 300 podman run --rm --network none "$IMAGE:$target" python -c \
-    'import jax, jaxlib; print("jax", jax.__version__, "backend", jax.default_backend(), jax.devices())' \
-    >"$STATE/jax-$target.log" 2>&1 || fail "jax does not import in $IMAGE:$target (see $STATE/jax-$target.log)"
+  timeout 300 podman run --rm --network none -v "$REPO/tests/container/check_jax.py:/tmp/check_jax.py:ro" \
+    "$IMAGE:$target" python /tmp/check_jax.py "$target" >"$STATE/jax-$target.log" 2>&1 \
+    || fail "$target: $(tail -n 1 "$STATE/jax-$target.log") (see $STATE/jax-$target.log)"
   log "$target: $(tail -n 1 "$STATE/jax-$target.log")"
 done
 

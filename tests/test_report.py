@@ -8,6 +8,7 @@ import json
 import re
 import shutil
 import subprocess
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from mnist_jax_pipeline.artefacts.training import VariantEpoch
 from mnist_jax_pipeline.config import load
 from mnist_jax_pipeline.errors import PipelineError
 from mnist_jax_pipeline.report import provenance
-from mnist_jax_pipeline.report.formatting import ratio, seconds
+from mnist_jax_pipeline.report.formatting import ratio, seconds, size
 from mnist_jax_pipeline.report.memory import clean_svg
 from mnist_jax_pipeline.report.render import render
 from mnist_jax_pipeline.variants import get
@@ -145,10 +146,16 @@ def test_trace_and_xla_sections(report_tree: Path) -> None:
         profile = read_summary(variant)
         assert profile is not None
         table = profile.trace.table
-        assert f"<h3>{variant}: {profile.trace.calls} traced {profile.trace.unit}" in trace
+        assert f"<summary>{variant}: {profile.trace.calls} traced {profile.trace.unit}" in trace
         assert f'<td class="op">{table.rows[0].op}</td>' in trace  # the top op of each table
         assert f"**Trace `{variant}`:**" in summary and f"`{table.rows[0].op}`" in summary
-        assert f"reports/profile/{variant}/trace</code> (XProf, TensorBoard)" in trace
+        # the trace files are links, relative to the report's folder, to files that are there
+        logdir = f"profile/{variant}/trace/"
+        perfetto = f"profile/{variant}/trace/plugins/profile/{variant}/perfetto_trace.json.gz"
+        assert f'<a href="{logdir}"><code>reports/profile/{variant}/trace</code></a> (XProf, TensorBoard)' in trace
+        assert f'<a href="{perfetto}"><code>reports/{perfetto}</code></a> (ui.perfetto.dev)' in trace
+        report_dir = report_tree / Path(paths.REPORT_HTML.path).parent
+        assert (report_dir / logdir).is_dir() and (report_dir / perfetto).is_file()
     assert "Op by op: every primitive is its own executable" in trace and "Compiled module <code>jit_update" in trace
     memory = html[html.index('<section id="memory">'):html.index('<section id="provenance">')]
     assert "What the compiled step needs" in memory
@@ -158,6 +165,12 @@ def test_trace_and_xla_sections(report_tree: Path) -> None:
         assert f"{xla.argument_bytes:,}" in memory
     assert memory.count("<strong>exactly</strong> XLA's argument bytes") == 2
     assert "What the step added</strong> (train_step less init" in memory
+    # byte changes in binary units with their sign, never raw numbers like '+2678824'
+    diffs = "".join(re.findall(r"What the step added.*?</table>", memory, re.S))
+    added = re.findall(r'<td class="num" title="[^"]*">([^<]*)</td><td class="num">([^<]*)</td>', diffs)
+    assert added and all(re.fullmatch(r"[+−](\d+ B|\d+(\.\d+)? [KMG]iB)", size) for size, _ in added), added
+    assert all(re.fullmatch(r"[+−]?\d[\d,]*", count) for _, count in added), added
+    assert re.search(r"What the step added</strong> \(.*?\): [+−]?\d+(\.\d+)? ([KMG]i)?B\.", diffs)
     assert "compiled executables, in one line" in memory
     assert "The cpu backend provides no device <code>memory_stats()</code>" in memory
 
@@ -167,7 +180,8 @@ def test_a_variant_without_a_profile_is_named(report_tree: Path) -> None:
     html, _ = _render(report_tree)
     assert "No trace of jit_scan: run its 'profile' stage." in html
     assert "No device-memory profile of jit_scan: run its 'profile' stage." in html
-    assert "<h3>jit: " in html and "<h3>jit_scan: " not in html
+    assert '<details class="optable"><summary>jit: ' in html
+    assert '<details class="optable"><summary>jit_scan: ' not in html
 
 
 def test_a_summary_of_another_variant_names_its_stage(report_tree: Path) -> None:
@@ -291,3 +305,53 @@ def test_a_one_epoch_speedup_says_it_includes_the_first_epoch(report_tree: Path)
     storage.write_model(paths.TRAIN_METRICS.at("nojit"), metrics.model_copy(update={"epochs": 1}))
     html, summary = _render(report_tree)
     assert "One epoch only" in html and "One epoch only" in summary
+
+
+class _Tables(HTMLParser):
+    """Each <table>'s row count and whether it lies inside a <details>; whether any <details> is open."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.details = 0
+        self.open_details = 0
+        self.tables: list[list] = []  # [rows, inside details]
+        self.stack: list[list] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "details":
+            self.details += 1
+            self.open_details += any(name == "open" for name, _ in attrs)
+        elif tag == "table":
+            self.stack.append([0, self.details > 0])
+        elif tag == "tr" and self.stack:
+            self.stack[-1][0] += 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "details":
+            self.details -= 1
+        elif tag == "table" and self.stack:
+            self.tables.append(self.stack.pop())
+
+
+SHORT_TABLE = 5  # rows, header included: a table of one row per variant (and a header) may stay unfolded
+
+
+def test_long_tables_are_folded_and_the_headline_holds_the_answers(report_tree: Path) -> None:
+    html, summary = _render(report_tree)
+    tables = _Tables()
+    tables.feed(html)
+    assert tables.open_details == 0  # every folded part starts closed, the same for every variant
+    long = [rows for rows, folded in tables.tables if rows > SHORT_TABLE and not folded]
+    assert not long, f"tables of {long} rows are not folded in a <details>"
+    assert sum(folded for _, folded in tables.tables) >= 2 * len(TINY_VARIANTS)  # op tables, snapshots
+    headline = html[html.index('id="headline"'):html.index("</header>")]
+    for variant in TINY_VARIANTS:
+        assert f"{variant} test accuracy" in headline
+    for variant in ("jit", "jit_scan"):
+        assert f"{variant} speedup" in headline and f"{variant} compile" in headline
+    # peak memory is training's (the largest of the variants), named by where it was measured
+    peaks = {v: training.read_metrics(v).peak_rss_bytes for v in TINY_VARIANTS}
+    hungriest = max(peaks, key=peaks.__getitem__)
+    assert f'<div class="value">{size(peaks[hungriest])}</div>' in headline
+    assert f"host RSS of train@{hungriest}" in headline
+    assert "profile stage" not in headline

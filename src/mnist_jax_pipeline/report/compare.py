@@ -28,9 +28,10 @@ from ..artefacts.evaluation import EvalMetrics
 from ..artefacts.training import EpochRecord, TrainMetrics
 from ..config import load
 from ..errors import PipelineError
-from .figures import PLAIN, STYLE, png_bytes, variant_color
+from .figures import STYLE, png_bytes, variant_color
 from .provenance import generated_at
 from .render import environment
+from .ticks import cap_axis, log_axis
 
 
 @dataclass(frozen=True)
@@ -154,6 +155,7 @@ def figures(runs: list[Run]) -> dict[str, str]:
                        label=run.name, s=36, zorder=3)
         ax.set(xlabel="training seconds (all epochs, compile apart)", ylabel="test accuracy (%)",
                title="test accuracy against training time")
+        cap_axis(ax, 100)
         scatter.legend(loc="outside right upper", fontsize=7)
         curves = Figure(figsize=(9, 3.4), layout="constrained")
         loss_ax, acc_ax = curves.subplots(1, 2)
@@ -161,10 +163,10 @@ def figures(runs: list[Run]) -> dict[str, str]:
             epochs = [h.epoch for h in run.history]
             loss_ax.plot(epochs, [h.train_loss for h in run.history], **_look(i), markersize=3, label=run.name)
             acc_ax.plot(epochs, [100 * h.test_accuracy for h in run.history], **_look(i), markersize=3)
-        loss_ax.set(title="training loss", xlabel="epoch", ylabel="loss", yscale="log")
-        loss_ax.yaxis.set_major_formatter(PLAIN)
-        loss_ax.yaxis.set_minor_formatter(PLAIN)
+        loss_ax.set(title="training loss (log)", xlabel="epoch", ylabel="loss")
+        log_axis(loss_ax, "y", [h.train_loss for run in runs for h in run.history])
         acc_ax.set(title="test accuracy", xlabel="epoch", ylabel="%")
+        cap_axis(acc_ax, 100)
         for axis in (loss_ax, acc_ax):
             axis.xaxis.set_major_locator(MaxNLocator(integer=True))
         curves.legend(loc="outside right upper", fontsize=7)

@@ -16,7 +16,7 @@ from markupsafe import escape
 
 from conftest import FAKE_SVG, TINY_VARIANTS, tiny_params_dict, write_params
 from mnist_jax_pipeline import paths
-from mnist_jax_pipeline.artefacts import storage, training
+from mnist_jax_pipeline.artefacts import evaluation, storage, training
 from mnist_jax_pipeline.artefacts.profile_summary import read_summary
 from mnist_jax_pipeline.artefacts.training import VariantEpoch
 from mnist_jax_pipeline.config import load
@@ -140,13 +140,13 @@ def test_without_pprof_the_report_gives_the_install_hint(report_tree: Path) -> N
 
 def test_trace_and_xla_sections(report_tree: Path) -> None:
     html, summary = _render(report_tree)
-    trace = html[html.index('<section id="trace">'):html.index('<section id="evaluation">')]
+    trace = html[html.index('<section id="trace">'):html.index('<section id="memory">')]  # and the folds below it
     assert 'alt="timeline of one traced step per variant"' in trace
     for variant in TINY_VARIANTS:
         profile = read_summary(variant)
         assert profile is not None
         table = profile.trace.table
-        assert f"<summary>{variant}: {profile.trace.calls} traced {profile.trace.unit}" in trace
+        assert f"<summary>Op table of {variant}: {profile.trace.calls} traced {profile.trace.unit}" in trace
         assert f'<td class="op">{table.rows[0].op}</td>' in trace  # the top op of each table
         assert f"**Trace `{variant}`:**" in summary and f"`{table.rows[0].op}`" in summary
         # the trace files are links, relative to the report's folder, to files that are there
@@ -180,8 +180,7 @@ def test_a_variant_without_a_profile_is_named(report_tree: Path) -> None:
     html, _ = _render(report_tree)
     assert "No trace of jit_scan: run its 'profile' stage." in html
     assert "No device-memory profile of jit_scan: run its 'profile' stage." in html
-    assert '<details class="optable"><summary>jit: ' in html
-    assert '<details class="optable"><summary>jit_scan: ' not in html
+    assert "<summary>Op table of jit: " in html and "<summary>Op table of jit_scan: " not in html
 
 
 def test_a_summary_of_another_variant_names_its_stage(report_tree: Path) -> None:
@@ -355,3 +354,57 @@ def test_long_tables_are_folded_and_the_headline_holds_the_answers(report_tree: 
     assert f'<div class="value">{size(peaks[hungriest])}</div>' in headline
     assert f"host RSS of train@{hungriest}" in headline
     assert "profile stage" not in headline
+
+
+def _axis_labels(fig) -> dict[tuple[int, str], list[tuple[str, object]]]:
+    """The tick labels every axis of a figure draws, by (axes index, 'x' or 'y')."""
+    from test_formatting import _labels
+
+    return {(i, which): _labels(ax, which) for i, ax in enumerate(fig.axes) for which in ("x", "y")}
+
+
+def _check_ticks(name: str, fig) -> None:
+    for (index, which), labels in _axis_labels(fig).items():
+        texts = [text for text, _ in labels]
+        assert not any(mark in text for text in texts for mark in ("e+", "e-", "×", "$")), (name, index, which, texts)
+        boxes = [box for _, box in labels]
+        assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:]), (name, index, which, texts)
+
+
+def test_report_figures_have_plain_ticks_that_never_collide(report_tree: Path) -> None:
+    from matplotlib import style as mpl_style
+
+    from mnist_jax_pipeline.report.figures import STYLE, all_figures
+    from mnist_jax_pipeline.report.inputs import read_all
+
+    with mpl_style.context(["default", STYLE]):
+        figures = all_figures(read_all(load("params.yaml").variants))
+        for name, fig in figures.items():
+            _check_ticks(name, fig)
+    timing = figures["epoch_times.png"].axes
+    assert all(ax.get_yscale() == "log" for ax in timing[:2])
+    assert all(text.endswith((" ms", " s")) for ax in timing[:2] for text in
+               [t.get_text() for t in ax.get_yticklabels()] if text)
+    accuracy = figures["training_curves.png"].axes[1]
+    assert accuracy.get_ylim()[1] <= 1.0  # no accuracy beyond 100 %
+    confusion = figures["confusion_jit.png"].axes[0]
+    assert (confusion.get_xlabel(), confusion.get_ylabel()) == ("predicted", "actual")
+
+
+def test_comparison_figures_stay_within_the_data(report_tree: Path, monkeypatch) -> None:
+    from mnist_jax_pipeline.report import compare
+
+    drawn = []
+    monkeypatch.setattr(compare, "_uri", lambda fig: drawn.append(fig) or "data:,")
+    runs = [compare.Run(name=f"{v}-{scale}", params={"variant": v}, train=training.read_metrics(v),
+                        evaluation=evaluation.read_metrics(v).model_copy(update={"test_accuracy": accuracy}),
+                        history=[h.model_copy(update={"train_loss": h.train_loss * scale,
+                                                      "test_accuracy": min(1.0, accuracy + 0.01 * h.epoch)})
+                                 for h in training.read_history(v)], ran_alone=True)
+            for v in TINY_VARIANTS for scale, accuracy in ((1, 0.99), (0.1, 0.5))]
+    compare.figures(runs)
+    scatter, curves = drawn
+    assert scatter.axes[0].get_ylim()[1] <= 100 and curves.axes[1].get_ylim()[1] <= 100
+    assert curves.axes[0].get_yscale() == "log"
+    for name, fig in (("scatter", scatter), ("curves", curves)):
+        _check_ticks(name, fig)

@@ -133,7 +133,8 @@ def training_curves(variants: Sequence[VariantResults]) -> Figure:
         )
         acc_ax.plot(epochs, [h.train_accuracy for h in v.history], **style)
         acc_ax.plot(epochs, [h.test_accuracy for h in v.history], linestyle="--", **style)
-    loss_ax.set(title="training loss", xlabel="epoch", ylabel="loss")
+    loss_ax.set(title="training loss", xlabel="epoch")
+    loss_ax.yaxis.set_major_formatter(PLAIN)
     acc_ax.set(title="accuracy", xlabel="epoch")
     acc_ax.yaxis.set_major_formatter(SHARE)
     cap_axis(acc_ax, 1.0)
@@ -208,8 +209,9 @@ def epoch_times(variants: Sequence[VariantResults]) -> Figure:
     bar_ax.grid(axis="x", visible=False)
     handles = [Patch(facecolor="white", edgecolor="black", hatch=hatch, label=label) for _, label, hatch in kinds]
     lines = line_ax.get_legend_handles_labels()
-    fig.legend(lines[0] + handles, lines[1] + [h.get_label() for h in handles], ncols=len(variants) + len(kinds),
-               loc="outside upper right", fontsize=7)
+    entries = len(variants) + len(kinds)
+    fig.legend(lines[0] + handles, lines[1] + [h.get_label() for h in handles],
+               ncols=entries if entries <= 5 else math.ceil(entries / 2), loc="outside upper right", fontsize=7)
     return fig
 
 
@@ -298,7 +300,7 @@ def step_timeline(profiles: dict[str, ProfileSummary], order: Sequence[str]) -> 
     a thin line from an asynchronous op's event end to when it really finished."""
     shown = [name for name in order if name in profiles]
     lanes = {name: sorted({e.lane for e in profiles[name].trace.table.timeline.events}) for name in shown}
-    heights = [max(len(lanes[name]), 1) * 0.28 + 0.6 for name in shown]
+    heights = [max(len(lanes[name]), 1) * 0.25 + 0.55 for name in shown]
     fig = Figure(figsize=(HALF[0], max(sum(heights) + 0.3, 1.2)), layout="constrained")
     if not shown:
         fig.text(0.5, 0.5, "no execution trace: run the profile stage", ha="center", va="center")
@@ -392,8 +394,8 @@ def draw_icicles(art: Artefacts, wanted: Sequence[tuple[str, str]]) -> dict[tupl
     return out
 
 
-def draw_all(art: Artefacts) -> dict[str, bytes]:
-    """Every figure of the report (paths.REPORT_FIGURES) as PNG bytes, by file name."""
+def all_figures(art: Artefacts) -> dict[str, Figure]:
+    """Every figure of the report (paths.REPORT_FIGURES), by file name; call inside the pinned style."""
     variants = art.variants
     drawers: dict[str, Callable[[], Figure]] = {
         "dataset_samples": lambda: digit_grid(art.test_images[:SAMPLE_DIGITS]),
@@ -407,8 +409,13 @@ def draw_all(art: Artefacts) -> dict[str, bytes]:
         "confusion": confusion,
         "misclassified": lambda v: misclassified(v, art.test_images),
     }
+    figures = {f"{name}.png": drawers[name]() for name in paths.FIGURES}
+    for kind in paths.VARIANT_FIGURES:
+        figures.update({f"{kind}_{v.name}.png": per_variant[kind](v) for v in variants})
+    return figures
+
+
+def draw_all(art: Artefacts) -> dict[str, bytes]:
+    """Every figure of the report (paths.REPORT_FIGURES) as PNG bytes, by file name."""
     with mpl_style.context(["default", STYLE]):  # matplotlib defaults, whatever matplotlibrc says
-        figures = {f"{name}.png": drawers[name]() for name in paths.FIGURES}
-        for kind in paths.VARIANT_FIGURES:
-            figures.update({f"{kind}_{v.name}.png": per_variant[kind](v) for v in variants})
-        return {name: png_bytes(fig) for name, fig in figures.items()}
+        return {name: png_bytes(fig) for name, fig in all_figures(art).items()}

@@ -74,11 +74,11 @@ MODEL = Artefact("models/{variant}.safetensors", "train")
 TRAIN_METRICS = Artefact("metrics/train/{variant}.json", "train", role="metrics", in_git=True)
 TRAIN_RUN = Artefact("metrics/train/{variant}.run.json", "train", in_git=True)
 TRAIN_HISTORY = Artefact("plots/train/{variant}.csv", "train", role="plots", in_git=True,
-                         plot=Plot("epoch", "test_accuracy", "Test accuracy per epoch ({variant})"))
+                         plot=Plot("epoch", "test_accuracy", "Test accuracy per epoch ({variant})", template="epochs"))
 EVAL_METRICS = Artefact("metrics/evaluate/{variant}.json", "evaluate", role="metrics", in_git=True)
 EVAL_DETAILS = Artefact("metrics/evaluate/{variant}_details.json", "evaluate")
 CONFUSION = Artefact("plots/confusion/{variant}.csv", "evaluate", role="plots", in_git=True,
-                     plot=Plot("actual", "predicted", "Confusion matrix ({variant})", template="confusion"))
+                     plot=Plot("predicted", "actual", "Confusion matrix ({variant})", template="confusion_log"))
 # The execution trace, laid out as jax.profiler writes it, with fixed names in place of its timestamped
 # session folder and host name (XProf and TensorBoard open `--logdir <profile folder>/trace`).
 TRACE_LOGDIR = "trace"

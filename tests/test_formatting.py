@@ -22,6 +22,7 @@ from mnist_jax_pipeline.report.formatting import (
     signed,
     signed_size,
     size,
+    sizes_in,
 )
 from mnist_jax_pipeline.report.ticks import cap_axis, log_axis, log_ticks
 
@@ -41,6 +42,13 @@ def test_bytes_in_binary_units(value, text):
 ])
 def test_byte_changes_carry_their_sign(value, text):
     assert signed_size(value) == text
+
+
+def test_byte_counts_in_a_sentence_read_in_binary_units():
+    sentence = ("The largest buffer, 1,605,632 bytes, allocated in update (base.py:121), is the 512x784 float32 weight"
+                " of layer 0 (28% of the 5,764,278 bytes live); 3 x 512 bytes more.")
+    assert sizes_in(sentence) == ("The largest buffer, 1.53 MiB, allocated in update (base.py:121), is the 512x784"
+                                  " float32 weight of layer 0 (28% of the 5.50 MiB live); 3 x 512 B more.")
 
 
 def test_count_changes_carry_their_sign():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -73,6 +74,15 @@ def signed(value: Any) -> str:
     return MISSING if value is None else _signed(f"{int(value):,}", int(value))
 
 
+_BYTE_COUNT = re.compile(r"\b(\d{1,3}(?:,\d{3})+|\d+) bytes\b")
+
+
+def sizes_in(text: str) -> str:
+    """A sentence of the profile stage with its byte counts in binary units:
+    'the 5,764,278 bytes live' -> 'the 5.50 MiB live'."""
+    return _BYTE_COUNT.sub(lambda match: size(int(match.group(1).replace(",", ""))), text)
+
+
 def ratio(value: Any) -> str:
     """A speedup: 31.234 -> '31.2×'."""
     return MISSING if value is None else f"{_three_digits(float(value))}×"
@@ -138,4 +148,5 @@ FILTERS = {
     "thousands": thousands,
     "flops": flops,
     "memory_stat": memory_stat,
+    "sizes_in": sizes_in,
 }

@@ -118,7 +118,7 @@ PIPELINE_WRITES = ("dvc.lock", *(a.path.replace("{variant}", "*") for a in ARTEF
                            | {f"{PROVENANCE}/.gitignore"}))
 
 # Columns of VARIANTS_HISTORY that dvc.yaml's top-level plots draw, one line per variant (the
-# template .dvc/plots/variants.json colours by variant and dashes by revision).
+# template .dvc/plots/variants.json colours by variant, shapes and dashes by revision).
 HISTORY_PLOTS = {"train_loss": "Training loss per epoch", "test_accuracy": "Test accuracy per epoch",
                  "epoch_seconds": "Seconds per epoch"}
 HISTORY_TEMPLATE = "variants"

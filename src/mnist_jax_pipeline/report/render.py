@@ -1,8 +1,9 @@
 """The report stage: one self-contained HTML page, a Markdown summary and the figures as PNG.
 
 Outputs (paths.py): `reports/report.html` (figures inlined as data: URIs, inline CSS, no script,
-no outside reference, so it opens offline), `reports/summary.md` (for a pull-request comment)
-and `reports/figures/*.png`. The text lives in Jinja templates under `report/templates/`.
+nothing loaded from elsewhere, so it opens offline; its only links are relative ones to the trace
+files beside it), `reports/summary.md` (for a pull-request comment) and `reports/figures/*.png`.
+The text lives in Jinja templates under `report/templates/`.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ class Visit:
     outside: list[str]  # requests for anything but the page itself and data: URIs
     failed: list[str]
     found: Any  # what `evaluate` returned
+    console: list[str]  # the page's console messages, as 'type: text' (Vega's warnings among them)
 
 
 def artifacts_dir() -> Path:
@@ -33,8 +34,10 @@ def artifacts_dir() -> Path:
     return folder
 
 
-def open_offline(page_path: Path, screenshot: str, evaluate: str = "() => null", wait_for: str | None = None) -> Visit:
-    """Load `page_path` with the network off; take a full-page screenshot; run `evaluate` in the page."""
+def open_offline(page_path: Path, screenshot: str, evaluate: str = "() => null", wait_for: str | None = None,
+                 argument: Any = None) -> Visit:
+    """Load `page_path` with the network off; take a full-page screenshot; run `evaluate` (given `argument`)
+    in the page."""
     if not CHROMIUM.exists():
         unavailable("chromium not installed: run .ci/install-browser.sh")
     try:
@@ -44,16 +47,19 @@ def open_offline(page_path: Path, screenshot: str, evaluate: str = "() => null",
     url = page_path.resolve().as_uri()
     requests: list[str] = []
     failed: list[str] = []
+    console: list[str] = []
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, headless=True)
         try:
             page = browser.new_context(viewport={"width": 1280, "height": 900}, offline=True).new_page()
             page.on("request", lambda request: requests.append(request.url))
             page.on("requestfailed", lambda request: failed.append(request.url))
+            page.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
             page.goto(url, wait_until="load")
             if wait_for:
                 page.wait_for_function(wait_for, timeout=30_000)
-            visit = Visit(page.title(), page.eval_on_selector_all("img", IMAGES), [], failed, page.evaluate(evaluate))
+            visit = Visit(page.title(), page.eval_on_selector_all("img", IMAGES), [], failed,
+                          page.evaluate(evaluate, argument), console)
             page.screenshot(path=str(artifacts_dir() / screenshot), full_page=True)
         finally:
             browser.close()

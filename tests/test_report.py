@@ -8,6 +8,7 @@ import json
 import re
 import shutil
 import subprocess
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -15,13 +16,13 @@ from markupsafe import escape
 
 from conftest import FAKE_SVG, TINY_VARIANTS, tiny_params_dict, write_params
 from mnist_jax_pipeline import paths
-from mnist_jax_pipeline.artefacts import storage, training
+from mnist_jax_pipeline.artefacts import evaluation, storage, training
 from mnist_jax_pipeline.artefacts.profile_summary import read_summary
 from mnist_jax_pipeline.artefacts.training import VariantEpoch
 from mnist_jax_pipeline.config import load
 from mnist_jax_pipeline.errors import PipelineError
 from mnist_jax_pipeline.report import provenance
-from mnist_jax_pipeline.report.formatting import ratio, seconds
+from mnist_jax_pipeline.report.formatting import ratio, seconds, size
 from mnist_jax_pipeline.report.memory import clean_svg
 from mnist_jax_pipeline.report.render import render
 from mnist_jax_pipeline.variants import get
@@ -139,16 +140,22 @@ def test_without_pprof_the_report_gives_the_install_hint(report_tree: Path) -> N
 
 def test_trace_and_xla_sections(report_tree: Path) -> None:
     html, summary = _render(report_tree)
-    trace = html[html.index('<section id="trace">'):html.index('<section id="evaluation">')]
+    trace = html[html.index('<section id="trace">'):html.index('<section id="memory">')]  # and the folds below it
     assert 'alt="timeline of one traced step per variant"' in trace
     for variant in TINY_VARIANTS:
         profile = read_summary(variant)
         assert profile is not None
         table = profile.trace.table
-        assert f"<h3>{variant}: {profile.trace.calls} traced {profile.trace.unit}" in trace
+        assert f"<summary>Op table of {variant}: {profile.trace.calls} traced {profile.trace.unit}" in trace
         assert f'<td class="op">{table.rows[0].op}</td>' in trace  # the top op of each table
         assert f"**Trace `{variant}`:**" in summary and f"`{table.rows[0].op}`" in summary
-        assert f"reports/profile/{variant}/trace</code> (XProf, TensorBoard)" in trace
+        # the trace files are links, relative to the report's folder, to files that are there
+        logdir = f"profile/{variant}/trace/"
+        perfetto = f"profile/{variant}/trace/plugins/profile/{variant}/perfetto_trace.json.gz"
+        assert f'<a href="{logdir}"><code>reports/profile/{variant}/trace</code></a> (XProf, TensorBoard)' in trace
+        assert f'<a href="{perfetto}"><code>reports/{perfetto}</code></a> (ui.perfetto.dev)' in trace
+        report_dir = report_tree / Path(paths.REPORT_HTML.path).parent
+        assert (report_dir / logdir).is_dir() and (report_dir / perfetto).is_file()
     assert "Op by op: every primitive is its own executable" in trace and "Compiled module <code>jit_update" in trace
     memory = html[html.index('<section id="memory">'):html.index('<section id="provenance">')]
     assert "What the compiled step needs" in memory
@@ -158,6 +165,13 @@ def test_trace_and_xla_sections(report_tree: Path) -> None:
         assert f"{xla.argument_bytes:,}" in memory
     assert memory.count("<strong>exactly</strong> XLA's argument bytes") == 2
     assert "What the step added</strong> (train_step less init" in memory
+    # byte changes in binary units with their sign, never raw numbers like '+2678824'
+    diffs = "".join(re.findall(r"What the step added.*?</table>", memory, re.S))
+    added = re.findall(r'<td class="num" title="[^"]*">([^<]*)</td><td class="num">([^<]*)</td>', diffs)
+    assert added and all(re.fullmatch(r"[+−](\d+ B|\d+(\.\d+)? [KMG]iB)", size) for size, _ in added), added
+    assert all(re.fullmatch(r"[+−]?\d[\d,]*", count) for _, count in added), added
+    assert re.search(r"What the step added</strong> \(.*?\): [+−]?\d+(\.\d+)? ([KMG]i)?B\.", diffs)
+    assert not re.search(r">[^<]*\d,\d{3} bytes", memory)  # exact counts only in the cells' tooltips
     assert "compiled executables, in one line" in memory
     assert "The cpu backend provides no device <code>memory_stats()</code>" in memory
 
@@ -167,7 +181,7 @@ def test_a_variant_without_a_profile_is_named(report_tree: Path) -> None:
     html, _ = _render(report_tree)
     assert "No trace of jit_scan: run its 'profile' stage." in html
     assert "No device-memory profile of jit_scan: run its 'profile' stage." in html
-    assert "<h3>jit: " in html and "<h3>jit_scan: " not in html
+    assert "<summary>Op table of jit: " in html and "<summary>Op table of jit_scan: " not in html
 
 
 def test_a_summary_of_another_variant_names_its_stage(report_tree: Path) -> None:
@@ -292,3 +306,107 @@ def test_a_one_epoch_speedup_says_it_includes_the_first_epoch(report_tree: Path)
     storage.write_model(paths.TRAIN_METRICS.at("nojit"), metrics.model_copy(update={"epochs": 1}))
     html, summary = _render(report_tree)
     assert "One epoch only" in html and "One epoch only" in summary
+
+
+class _Tables(HTMLParser):
+    """Each <table>'s row count and whether it lies inside a <details>; whether any <details> is open."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.details = 0
+        self.open_details = 0
+        self.tables: list[list] = []  # [rows, inside details]
+        self.stack: list[list] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "details":
+            self.details += 1
+            self.open_details += any(name == "open" for name, _ in attrs)
+        elif tag == "table":
+            self.stack.append([0, self.details > 0])
+        elif tag == "tr" and self.stack:
+            self.stack[-1][0] += 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "details":
+            self.details -= 1
+        elif tag == "table" and self.stack:
+            self.tables.append(self.stack.pop())
+
+
+SHORT_TABLE = 5  # rows, header included: a table of one row per variant (and a header) may stay unfolded
+
+
+def test_long_tables_are_folded_and_the_headline_holds_the_answers(report_tree: Path) -> None:
+    html, summary = _render(report_tree)
+    tables = _Tables()
+    tables.feed(html)
+    assert tables.open_details == 0  # every folded part starts closed, the same for every variant
+    long = [rows for rows, folded in tables.tables if rows > SHORT_TABLE and not folded]
+    assert not long, f"tables of {long} rows are not folded in a <details>"
+    assert sum(folded for _, folded in tables.tables) >= 2 * len(TINY_VARIANTS)  # op tables, snapshots
+    headline = html[html.index('id="headline"'):html.index("</header>")]
+    for variant in TINY_VARIANTS:
+        assert f"{variant} test accuracy" in headline
+    for variant in ("jit", "jit_scan"):
+        assert f"{variant} speedup" in headline and f"{variant} compile" in headline
+    # peak memory is training's (the largest of the variants), named by where it was measured
+    peaks = {v: training.read_metrics(v).peak_rss_bytes for v in TINY_VARIANTS}
+    hungriest = max(peaks, key=peaks.__getitem__)
+    assert f'<div class="value">{size(peaks[hungriest])}</div>' in headline
+    assert f"host RSS of train@{hungriest}" in headline
+    assert "profile stage" not in headline
+
+
+def _axis_labels(fig) -> dict[tuple[int, str], list[tuple[str, object]]]:
+    """The tick labels every axis of a figure draws, by (axes index, 'x' or 'y')."""
+    from test_formatting import _labels
+
+    return {(i, which): _labels(ax, which) for i, ax in enumerate(fig.axes) for which in ("x", "y")}
+
+
+def _check_ticks(name: str, fig) -> None:
+    for (index, which), labels in _axis_labels(fig).items():
+        texts = [text for text, _ in labels]
+        assert not any(mark in text for text in texts for mark in ("e+", "e-", "×", "$")), (name, index, which, texts)
+        boxes = [box for _, box in labels]
+        assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:]), (name, index, which, texts)
+
+
+def test_report_figures_have_plain_ticks_that_never_collide(report_tree: Path) -> None:
+    from matplotlib import style as mpl_style
+
+    from mnist_jax_pipeline.report.figures import STYLE, all_figures
+    from mnist_jax_pipeline.report.inputs import read_all
+
+    with mpl_style.context(["default", STYLE]):
+        figures = all_figures(read_all(load("params.yaml").variants))
+        for name, fig in figures.items():
+            _check_ticks(name, fig)
+    timing = figures["epoch_times.png"].axes
+    assert all(ax.get_yscale() == "log" for ax in timing[:2])
+    assert all(text.endswith((" ms", " s")) for ax in timing[:2] for text in
+               [t.get_text() for t in ax.get_yticklabels()] if text)
+    accuracy = figures["training_curves.png"].axes[1]
+    assert accuracy.get_ylim()[1] <= 1.0  # no accuracy beyond 100 %
+    confusion = figures["confusion_jit.png"].axes[0]
+    assert (confusion.get_xlabel(), confusion.get_ylabel()) == ("predicted", "actual")
+
+
+def test_comparison_figures_stay_within_the_data(report_tree: Path, monkeypatch) -> None:
+    from mnist_jax_pipeline.report import compare
+
+    drawn = []
+    monkeypatch.setattr(compare, "_uri", lambda fig: drawn.append(fig) or "data:,")
+    runs = [compare.Run(name=f"{v}-{scale}", params={"variant": v}, train=training.read_metrics(v),
+                        evaluation=evaluation.read_metrics(v).model_copy(update={"test_accuracy": accuracy}),
+                        history=[h.model_copy(update={"train_loss": h.train_loss * scale,
+                                                      "test_accuracy": min(1.0, accuracy + 0.01 * h.epoch)})
+                                 for h in training.read_history(v)], ran_alone=True)
+            for v in TINY_VARIANTS for scale, accuracy in ((1, 0.99), (0.1, 0.5))]
+    compare.figures(runs)
+    scatter, curves = drawn
+    assert scatter.axes[0].get_ylim()[1] <= 100 and curves.axes[1].get_ylim()[1] <= 100
+    assert curves.axes[0].get_yscale() == "log"
+    for name, fig in (("scatter", scatter), ("curves", curves)):
+        _check_ticks(name, fig)

@@ -60,6 +60,49 @@ def test_variant_choices_derive_from_the_registry():
         assert template["encoding"]["color"]["field"] == "variant"
 
 
+def _fields(node: object, read: set[str], made: set[str]) -> None:
+    """Collect the data fields a Vega-Lite template reads ('field', 'groupby') and those it computes ('as')."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "field" and isinstance(value, str):
+                read.add(value)
+            elif key == "groupby" and isinstance(value, list):
+                read.update(value)
+            elif key == "as" and isinstance(value, str):
+                made.add(value)
+            _fields(value, read, made)
+    elif isinstance(node, list):
+        for item in node:
+            _fields(item, read, made)
+
+
+def test_every_dvc_plot_reads_columns_its_file_has_and_its_legend_names_revisions():
+    """A field that a template or a plot names and the CSV lacks draws nothing (Vega warns 'Infinite extent'); a
+    revision told by a dash alone shows in the legend as identical dots."""
+    document = yaml.safe_load((ROOT / "dvc.yaml").read_text())
+    plots = [(path, spec | {"y": column}) for plot in document["plots"] for spec in plot.values()
+             for path, column in spec["y"].items()]
+    plots += [(path.replace("${item}", "jit"), spec) for stage in document["stages"].values()
+              for entry in stage.get("do", stage).get("plots", []) for path, spec in entry.items()]
+    assert {spec["template"] for _, spec in plots} == {"variants", "epochs", "confusion_log"}
+    for path, spec in plots:
+        columns = set((ROOT / path).read_text().splitlines()[0].split(","))
+        template = json.loads((ROOT / ".dvc" / "plots" / f"{spec['template']}.json").read_text())
+        read: set[str] = set()
+        made: set[str] = set()
+        _fields(template, read, made)
+        anchors = {"<DVC_METRIC_X>": spec["x"], "<DVC_METRIC_Y>": spec["y"]}
+        wanted = {anchors.get(name, name) for name in read} - made - {"rev"}  # DVC adds each row's revision
+        assert wanted <= columns, f"{path} ({spec['template']}): no column {sorted(wanted - columns)}"
+        encodings = [template.get("encoding", {})] + [layer.get("encoding", {}) for layer in template.get("layer", [])]
+        legends = {channel for encoding in encodings for channel, e in encoding.items()
+                   if e.get("field") == "rev" and e.get("legend", {}) is not None}
+        if "facet" not in template:
+            assert legends & {"color", "shape"}, spec["template"]
+    confusion = next(spec for path, spec in plots if spec["template"] == "confusion_log")
+    assert (confusion["x"], confusion["y"]) == ("predicted", "actual")  # as the report: actual on y
+
+
 def _dvc_deps() -> dict[str, list[str]]:
     document = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     return {name: (entry.get("do", entry)).get("deps", []) for name, entry in document.items()}

@@ -77,12 +77,13 @@ TRAIN_HEADLINE = Artefact("metrics/train/{variant}.json", "train", role="metrics
 TRAIN_METRICS = Artefact("metrics/train/{variant}.full.json", "train", in_git=True)
 TRAIN_RUN = Artefact("metrics/train/{variant}.run.json", "train", in_git=True)
 TRAIN_HISTORY = Artefact("plots/train/{variant}.csv", "train", role="plots", in_git=True,
-                         plot=Plot("epoch", "test_accuracy", "Test accuracy per epoch ({variant})"))
+                         plot=Plot("epoch", "test_accuracy", "Test accuracy per epoch ({variant})",
+                                   template="epochs"))
 EVAL_HEADLINE = Artefact("metrics/evaluate/{variant}.json", "evaluate", role="metrics", in_git=True)
 EVAL_METRICS = Artefact("metrics/evaluate/{variant}.full.json", "evaluate", in_git=True)
 EVAL_DETAILS = Artefact("metrics/evaluate/{variant}_details.json", "evaluate")
 CONFUSION = Artefact("plots/confusion/{variant}.csv", "evaluate", role="plots", in_git=True,
-                     plot=Plot("actual", "predicted", "Confusion matrix ({variant})", template="confusion"))
+                     plot=Plot("predicted", "actual", "Confusion matrix ({variant})", template="confusion_log"))
 # The execution trace, laid out as jax.profiler writes it, with fixed names in place of its timestamped
 # session folder and host name (XProf and TensorBoard open `--logdir <profile folder>/trace`).
 TRACE_LOGDIR = "trace"
@@ -123,7 +124,7 @@ PIPELINE_WRITES = ("dvc.lock", *(a.path.replace("{variant}", "*") for a in ARTEF
                            | {f"{PROVENANCE}/.gitignore"}))
 
 # Columns of VARIANTS_HISTORY that dvc.yaml's top-level plots draw, one line per variant (the
-# template .dvc/plots/variants.json colours by variant and dashes by revision).
+# template .dvc/plots/variants.json colours by variant, shapes and dashes by revision).
 HISTORY_PLOTS = {"train_loss": "Training loss per epoch", "test_accuracy": "Test accuracy per epoch",
                  "epoch_seconds": "Seconds per epoch"}
 HISTORY_TEMPLATE = "variants"

@@ -31,9 +31,10 @@ from ..config import load
 from ..errors import PipelineError
 from . import experiments
 from .experiments import flatten
-from .figures import PLAIN, STYLE, png_bytes, variant_color
+from .figures import STYLE, png_bytes, variant_color
 from .provenance import generated_at
 from .render import environment
+from .ticks import log_axis
 
 log = logging.getLogger(__name__)
 
@@ -142,9 +143,8 @@ def figures(runs: list[Run]) -> dict[str, str]:
             accuracies += [100 * h.test_accuracy for h in run.history]
             loss_ax.plot(epochs, [h.train_loss for h in run.history], **_look(i), markersize=3, label=run.name)
             acc_ax.plot(epochs, [100 * h.test_accuracy for h in run.history], **_look(i), markersize=3)
-        loss_ax.set(title="training loss", xlabel="epoch", ylabel="loss", yscale="log")
-        loss_ax.yaxis.set_major_formatter(PLAIN)
-        loss_ax.yaxis.set_minor_formatter(PLAIN)
+        loss_ax.set(title="training loss (log)", xlabel="epoch", ylabel="loss")
+        log_axis(loss_ax, "y", [h.train_loss for run in runs for h in run.history])
         acc_ax.set(title="test accuracy", xlabel="epoch", ylabel="%")
         if accuracies:
             acc_ax.set_ylim(*_within(accuracies, top=100))

@@ -18,17 +18,20 @@ from matplotlib import style as mpl_style
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
-from matplotlib.ticker import FuncFormatter, MaxNLocator
+from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 
 from .. import paths
 from ..artefacts.dataset import SplitStats, Stats
 from ..artefacts.profile_summary import Allocation, ProfileSummary
 from ..config import NUM_CLASSES
 from ..pprof import short_frame
-from .formatting import seconds
+from .formatting import plain, seconds, seconds_tick
+from .formatting import size as byte_size
 from .inputs import Artefacts, VariantResults
 from .memory import icicle_rows
+from .ticks import cap_axis, log_axis
 
 DPI = 110
 SAMPLE_DIGITS = 40
@@ -46,8 +49,9 @@ STYLE: dict[str, Any] = {
     "image.interpolation": "nearest",
     "svg.hashsalt": "mnist-jax-pipeline",
 }
-PLAIN = FuncFormatter(lambda value, _: f"{value:g}")  # 0.1 rather than 10^-1 on log axes
-NO_LABEL = FuncFormatter(lambda value, _: "")
+PLAIN = FuncFormatter(lambda value, _: plain(value))  # 0.1 rather than 10^-1 on log axes
+HALF = (5.2, 2.6)  # inches: a figure in one column of the report's two (572 px wide at DPI)
+SHARE = FuncFormatter(lambda value, _: f"{plain(100 * value)} %")  # 0.95 -> '95 %'
 
 
 def png_bytes(fig: Figure) -> bytes:
@@ -114,7 +118,7 @@ def class_balance(art: Artefacts) -> Figure:
 
 def training_curves(variants: Sequence[VariantResults]) -> Figure:
     """Loss and train/test accuracy per epoch. Identical runs overlap: wider lines go first."""
-    fig = Figure(figsize=(9, 3.3), layout="constrained")
+    fig = Figure(figsize=HALF, layout="constrained")
     loss_ax, acc_ax = fig.subplots(1, 2)
     for i, v in enumerate(variants):
         epochs = [h.epoch for h in v.history]
@@ -127,21 +131,21 @@ def training_curves(variants: Sequence[VariantResults]) -> Figure:
             label=v.name,
             **style,
         )
-        acc_ax.plot(
-            epochs, [h.train_accuracy for h in v.history], label=f"{v.name} train", **style
-        )
-        acc_ax.plot(
-            epochs,
-            [h.test_accuracy for h in v.history],
-            linestyle="--",
-            label=f"{v.name} test",
-            **style,
-        )
-    loss_ax.set(title="training loss", xlabel="epoch", ylabel="loss")
-    acc_ax.set(title="accuracy (solid: train, dashed: test)", xlabel="epoch", ylabel="accuracy")
+        acc_ax.plot(epochs, [h.train_accuracy for h in v.history], **style)
+        acc_ax.plot(epochs, [h.test_accuracy for h in v.history], linestyle="--", **style)
+    loss_ax.set(title="training loss", xlabel="epoch")
+    loss_ax.yaxis.set_major_formatter(PLAIN)
+    acc_ax.set(title="accuracy", xlabel="epoch")
+    acc_ax.yaxis.set_major_formatter(SHARE)
+    cap_axis(acc_ax, 1.0)
     for ax in (loss_ax, acc_ax):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.legend(fontsize=8)
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=5))
+    handles = loss_ax.get_legend_handles_labels()[0] + [
+        Line2D([], [], color="grey", label="train accuracy"),
+        Line2D([], [], color="grey", linestyle="--", label="test accuracy"),
+    ]
+    fig.legend(handles=handles, ncols=len(handles), loc="outside upper right", fontsize=8)
     return fig
 
 
@@ -153,15 +157,17 @@ def _annotate_bars(ax, bars, values: Sequence[float | None]) -> None:
                 (bar.get_x() + bar.get_width() / 2, bar.get_height()),
                 ha="center",
                 va="bottom",
-                fontsize=7,
+                rotation=90,  # side by side, upright labels of narrow bars would overlap
+                fontsize=6.5,
                 xytext=(0, 2),
                 textcoords="offset points",
             )
 
 
 def epoch_times(variants: Sequence[VariantResults]) -> Figure:
-    """Seconds per epoch (log scale), then first/median epoch and compile time per variant."""
-    fig = Figure(figsize=(9, 3.3), layout="constrained")
+    """Seconds per epoch (log scale), then first/median epoch and compile time per variant (log scale,
+    labelled in ms and s)."""
+    fig = Figure(figsize=HALF, layout="constrained")
     line_ax, bar_ax = fig.subplots(1, 2)
     for i, v in enumerate(variants):
         line_ax.plot(
@@ -172,10 +178,9 @@ def epoch_times(variants: Sequence[VariantResults]) -> Figure:
             color=variant_color(i),
             label=v.name,
         )
-    line_ax.set(title="seconds per epoch", xlabel="epoch", ylabel="seconds (log)", yscale="log")
+    line_ax.set(title="time per epoch (log)", xlabel="epoch")
     line_ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    line_ax.yaxis.set_major_formatter(PLAIN)
-    line_ax.legend(fontsize=8)
+    log_axis(line_ax, "y", [h.epoch_seconds for v in variants for h in v.history], seconds_tick)
 
     kinds = (
         ("first_epoch_seconds", "first epoch", "//"),
@@ -199,26 +204,21 @@ def epoch_times(variants: Sequence[VariantResults]) -> Figure:
             alpha=0.55 + 0.2 * k,
         )
         _annotate_bars(bar_ax, bars, values)
-    bar_ax.set(
-        title="epoch and compile time",
-        ylabel="seconds (log)",
-        yscale="log",
-        xticks=x,
-        xticklabels=[v.name for v in variants],
-    )
-    bar_ax.margins(y=0.15)
-    bar_ax.yaxis.set_major_formatter(PLAIN)
-    handles = [
-        Patch(facecolor="white", edgecolor="black", hatch=hatch, label=label)
-        for _, label, hatch in kinds
-    ]
-    bar_ax.legend(handles=handles, fontsize=8, loc="upper right")
+    bar_ax.set(title="epoch and compile time (log)", xticks=x, xticklabels=[v.name for v in variants])
+    log_axis(bar_ax, "y", [getattr(v.train, key) for v in variants for key, _, _ in kinds], seconds_tick, headroom=4)
+    bar_ax.grid(axis="x", visible=False)
+    handles = [Patch(facecolor="white", edgecolor="black", hatch=hatch, label=label) for _, label, hatch in kinds]
+    lines = line_ax.get_legend_handles_labels()
+    entries = len(variants) + len(kinds)
+    fig.legend(lines[0] + handles, lines[1] + [h.get_label() for h in handles],
+               ncols=entries if entries <= 5 else math.ceil(entries / 2), loc="outside upper right", fontsize=7)
     return fig
 
 
 def confusion(v: VariantResults) -> Figure:
-    """Counts of (true, predicted); the colour is logarithmic, zero cells are blank."""
-    fig = Figure(figsize=(4.8, 4.1), layout="constrained")
+    """Counts of (actual, predicted): actual class on y, predicted on x, as DVC's template draws them;
+    the colour is logarithmic, so the off-diagonal cells show, and zero cells are blank."""
+    fig = Figure(figsize=(4.4, 3.8), layout="constrained")
     ax = fig.subplots()
     counts = v.confusion
     top = max(int(counts.max()), 2)
@@ -240,7 +240,7 @@ def confusion(v: VariantResults) -> Figure:
     ax.set(
         title=f"confusion matrix: {v.name}",
         xlabel="predicted",
-        ylabel="true",
+        ylabel="actual",
         xticks=ticks,
         yticks=ticks,
     )
@@ -249,13 +249,13 @@ def confusion(v: VariantResults) -> Figure:
     if top < 10:  # less than a decade: label every count
         bar.set_ticks(range(1, top + 1))
     bar.ax.yaxis.set_major_formatter(PLAIN)
-    bar.ax.yaxis.set_minor_formatter(NO_LABEL)
+    bar.ax.yaxis.set_minor_formatter(NullFormatter())
     return fig
 
 
 def per_class_recall(variants: Sequence[VariantResults]) -> Figure:
     """Recall of every class, one bar per variant."""
-    fig = Figure(figsize=(9, 2.9), layout="constrained")
+    fig = Figure(figsize=HALF, layout="constrained")
     ax = fig.subplots()
     classes = np.arange(NUM_CLASSES)
     width = 0.8 / len(variants)
@@ -271,25 +271,25 @@ def per_class_recall(variants: Sequence[VariantResults]) -> Figure:
             color=variant_color(i),
         )
     floor = max(0.0, math.floor((lowest - 0.02) * 20) / 20)
-    ax.set(
-        title="recall per class", xlabel="class", ylabel="recall", xticks=classes, ylim=(floor, 1.0)
-    )
+    ax.set(title="recall per class", xlabel="class", xticks=classes, ylim=(floor, 1.0))
+    ax.yaxis.set_major_formatter(SHARE)
+    ax.yaxis.set_major_locator(MaxNLocator(nbins=5))
     fig.legend(ncols=len(variants), loc="outside upper right", fontsize=8)
     return fig
 
 
 def misclassified(v: VariantResults, images: np.ndarray) -> Figure:
-    """The first misclassified test digits, titled with the predicted and the true class."""
+    """The first misclassified test digits, titled with the predicted and the actual class."""
     details = v.details
     shown = details.misclassified_indices[:MISCLASSIFIED_SHOWN]
-    titles = [f"pred {p}\ntrue {t}" for p, t in zip(details.predicted, details.true, strict=False)]
+    titles = [f"pred {p}\nactual {t}" for p, t in zip(details.predicted, details.true, strict=False)]
     return digit_grid(
         images[shown], titles[: len(shown)], empty="no misclassified test examples", columns=6
     )
 
 
 def _ticks_us(value: float, _: object) -> str:
-    return "0" if value == 0 else f"{value / 1000:g} ms" if value >= 1000 else f"{value:g} µs"
+    return "0" if value == 0 else f"{plain(value / 1000)} ms" if value >= 1000 else f"{plain(value)} µs"
 
 
 TIMELINE_LABELS = 3  # the longest events of a step are named on the figure
@@ -300,8 +300,8 @@ def step_timeline(profiles: dict[str, ProfileSummary], order: Sequence[str]) -> 
     a thin line from an asynchronous op's event end to when it really finished."""
     shown = [name for name in order if name in profiles]
     lanes = {name: sorted({e.lane for e in profiles[name].trace.table.timeline.events}) for name in shown}
-    heights = [max(len(lanes[name]), 1) * 0.42 + 0.75 for name in shown]
-    fig = Figure(figsize=(9, max(sum(heights), 1.2)), layout="constrained")
+    heights = [max(len(lanes[name]), 1) * 0.25 + 0.55 for name in shown]
+    fig = Figure(figsize=(HALF[0], max(sum(heights) + 0.3, 1.2)), layout="constrained")
     if not shown:
         fig.text(0.5, 0.5, "no execution trace: run the profile stage", ha="center", va="center")
         return fig
@@ -318,15 +318,17 @@ def step_timeline(profiles: dict[str, ProfileSummary], order: Sequence[str]) -> 
                 ax.plot([event.end_us, event.done_us], [y, y], color=color, linewidth=0.8, alpha=0.6)
         longest = sorted(timeline.events, key=lambda e: (-(e.end_us - e.start_us), e.op))[:TIMELINE_LABELS]
         for event in longest:
-            # named where the name fits in its box (about 3.8 pt per character on a ~520 pt wide axis)
-            width_pt = (event.end_us - event.start_us) / max(timeline.duration_us, 1e-9) * 520
+            # named where the name fits in its box (about 3.8 pt per character on a ~280 pt wide axis)
+            width_pt = (event.end_us - event.start_us) / max(timeline.duration_us, 1e-9) * 280
             if width_pt > 3.8 * len(event.op):
                 ax.text((event.start_us + event.end_us) / 2, rows[event.lane], event.op, ha="center", va="center",
                         fontsize=6.5, color="white", clip_on=True)
         ax.set(yticks=range(len(rows)), yticklabels=list(rows), xlim=(0, max(timeline.duration_us, 1.0)),
-               ylim=(len(rows) - 0.5, -0.5), title=f"{name}: {timeline.title}", xlabel="time from the window's start")
+               ylim=(len(rows) - 0.5, -0.5), title=f"{name}: {timeline.title}")
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
         ax.xaxis.set_major_formatter(FuncFormatter(_ticks_us))
         ax.grid(axis="y", visible=False)
+    axes[-1].set_xlabel("time from the window's start")
     handles = [Patch(color="C3", label="matrix product"), Patch(color="C0", label="other op")]
     fig.legend(handles=handles, loc="outside upper right", ncols=2, fontsize=8)
     return fig
@@ -354,7 +356,7 @@ def icicle(rows: Sequence[Allocation], title: str) -> Figure:
     fig = Figure(figsize=(9, 0.8 + 0.3 * depth), layout="constrained")
     ax = fig.subplots()
     ax.set_axis_off()
-    ax.set_title(f"{title} ({total:,} bytes)")
+    ax.set_title(f"{title} ({byte_size(total)})")
     if not total:
         ax.text(0.5, 0.5, "no device buffers", ha="center", va="center", transform=ax.transAxes)
         return fig
@@ -392,8 +394,8 @@ def draw_icicles(art: Artefacts, wanted: Sequence[tuple[str, str]]) -> dict[tupl
     return out
 
 
-def draw_all(art: Artefacts) -> dict[str, bytes]:
-    """Every figure of the report (paths.REPORT_FIGURES) as PNG bytes, by file name."""
+def all_figures(art: Artefacts) -> dict[str, Figure]:
+    """Every figure of the report (paths.REPORT_FIGURES), by file name; call inside the pinned style."""
     variants = art.variants
     drawers: dict[str, Callable[[], Figure]] = {
         "dataset_samples": lambda: digit_grid(art.test_images[:SAMPLE_DIGITS]),
@@ -407,8 +409,13 @@ def draw_all(art: Artefacts) -> dict[str, bytes]:
         "confusion": confusion,
         "misclassified": lambda v: misclassified(v, art.test_images),
     }
+    figures = {f"{name}.png": drawers[name]() for name in paths.FIGURES}
+    for kind in paths.VARIANT_FIGURES:
+        figures.update({f"{kind}_{v.name}.png": per_variant[kind](v) for v in variants})
+    return figures
+
+
+def draw_all(art: Artefacts) -> dict[str, bytes]:
+    """Every figure of the report (paths.REPORT_FIGURES) as PNG bytes, by file name."""
     with mpl_style.context(["default", STYLE]):  # matplotlib defaults, whatever matplotlibrc says
-        figures = {f"{name}.png": drawers[name]() for name in paths.FIGURES}
-        for kind in paths.VARIANT_FIGURES:
-            figures.update({f"{kind}_{v.name}.png": per_variant[kind](v) for v in variants})
-        return {name: png_bytes(fig) for name, fig in figures.items()}
+        return {name: png_bytes(fig) for name, fig in all_figures(art).items()}

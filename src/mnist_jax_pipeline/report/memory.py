@@ -19,6 +19,7 @@ from ..artefacts.training import XlaAnalysis
 from ..errors import PipelineError
 from ..paths import SNAPSHOTS
 from ..pprof import INSTALL_HINT, short_frame
+from .formatting import href, size
 from .inputs import Artefacts
 
 SVG_NS = "http://www.w3.org/2000/svg"
@@ -73,8 +74,10 @@ class TraceView:
     rest: tuple[int, float, float] | None  # (ops, self time, share) of the rows not shown
     matmul_share: float | None
     matmul_gflops: float | None
-    logdir: str
+    logdir: str  # paths from the project root
     perfetto: str
+    logdir_href: str  # the same, relative to the report's folder
+    perfetto_href: str
 
 
 @dataclass(frozen=True)
@@ -241,6 +244,7 @@ def _snapshot(name: str, snapshot: Snapshot, profile_dir: Path, made_by: str, ic
 
 def _trace(variant: str, summary: ProfileSummary) -> TraceView:
     trace, table = summary.trace, summary.trace.table
+    logdir, perfetto = paths.PROFILE.at(variant) / trace.logdir, paths.PROFILE.at(variant) / trace.files["perfetto"]
     rest = table.rows[TOP_OPS:]
     step = table.step_us or 1.0
     return TraceView(
@@ -250,8 +254,9 @@ def _trace(variant: str, summary: ProfileSummary) -> TraceView:
         rest=(len(rest), sum(r.self_us for r in rest), sum(r.share for r in rest)) if rest else None,
         matmul_share=table.matmul.self_us / step if table.matmul else None,
         matmul_gflops=table.matmul.gflops_per_s if table.matmul else None,
-        logdir=(Path(paths.PROFILE.at(variant)) / trace.logdir).as_posix(),
-        perfetto=(Path(paths.PROFILE.at(variant)) / trace.files["perfetto"]).as_posix(),
+        logdir=logdir.as_posix(), perfetto=perfetto.as_posix(),
+        logdir_href=href(logdir, paths.REPORT_HTML.path, folder=True),
+        perfetto_href=href(perfetto, paths.REPORT_HTML.path),
     )
 
 
@@ -265,8 +270,8 @@ def _arguments(name: str, xla: XlaAnalysis, summary: ProfileSummary | None) -> t
     sizes = [summary.expected_bytes.get(key) for key, _ in parts]
     if any(size is None for size in sizes):
         return " + ".join(label for _, label in parts), None
-    text = " + ".join(f"{label} {size:,}" for (_, label), size in zip(parts, sizes, strict=True))
-    return text, sum(size or 0 for size in sizes) == xla.argument_bytes
+    text = " + ".join(f"{label} {size(part)}" for (_, label), part in zip(parts, sizes, strict=True))
+    return text, sum(part or 0 for part in sizes) == xla.argument_bytes
 
 
 def _xla_rows(art: Artefacts) -> list[XlaRow]:

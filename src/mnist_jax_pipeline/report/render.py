@@ -1,8 +1,9 @@
 """The report stage: one self-contained HTML page, a Markdown summary and the figures as PNG.
 
 Outputs (paths.py): `reports/report.html` (figures inlined as data: URIs, inline CSS, no script,
-no outside reference, so it opens offline), `reports/summary.md` (for a pull-request comment)
-and `reports/figures/*.png`. The text lives in Jinja templates under `report/templates/`.
+nothing loaded from elsewhere, so it opens offline; its only links are relative ones to the trace
+files beside it), `reports/summary.md` (for a pull-request comment) and `reports/figures/*.png`.
+The text lives in Jinja templates under `report/templates/`.
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ def context(
     rows = [_variant_row(v, ratios[v.name]) for v in art.variants]
     splits, class_rows = _class_rows(art.stats)
     baseline = next((row for row in rows if row["name"] == variants.BASELINE), None)
+    hungriest = max(art.variants, key=lambda v: v.train.peak_rss_bytes)
     return {
         "dataset": art.manifest.dataset,
         "manifest": art.manifest,
@@ -110,7 +112,8 @@ def context(
         "baseline_name": variants.BASELINE,
         "faster": [row for row in rows if baseline is not None and row is not baseline],
         "device": rows[0]["device"],
-        "peak_rss": max(v.train.peak_rss_bytes for v in art.variants),
+        "peak_rss": hungriest.train.peak_rss_bytes,  # the headline's peak memory: training's, where it was largest
+        "peak_rss_variant": hungriest.name,
         "memory": memory_view(art, icicles),
         "figures": figures,
         "provenance": collect(params.digest(), params_path, art.manifest),

@@ -1,0 +1,92 @@
+"""Axes that read at a glance, shared by the report's and the comparison page's figures.
+
+A log axis is labelled at 1, 2 and 5 times a power of ten (powers of ten where those would crowd
+it, every digit where a short axis would get fewer than three), in plain numbers or times ('0.005',
+'200 ms', '2 s'), never '6×10⁰'; labels keep a minimum distance and minor ticks stay unlabelled, so
+no two collide. Its limits follow the data, widened to the 1-2-5 ticks around it only where fewer
+than two labels would show. A share axis ends where the values can: at 100 %.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+
+from matplotlib.axes import Axes
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter
+
+from .formatting import plain
+
+MOST_LABELS = 7  # labels on one log axis at most
+PAD = 1.08  # the data's range is widened by this factor at each end of a log axis
+ROUND, FINE = (1, 2, 5), tuple(range(1, 10))
+
+
+def _ladder(lo: float, hi: float, mantissas: tuple[int, ...]) -> list[float]:
+    """m * 10**e for every mantissa m, from the decade below `lo` to the decade above `hi`."""
+    decades = range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 2)
+    return [float(f"{m * 10.0 ** e:.12g}") for e in decades for m in mantissas]
+
+
+def _roundness(tick: float) -> int:
+    """0 for a power of ten, 1 for 5, 2 for 2 (times a power of ten), 3 for any other digit."""
+    digit = round(tick / 10.0 ** math.floor(math.log10(tick) + 1e-9))
+    return {1: 0, 5: 1, 2: 2}.get(digit, 3)
+
+
+def _thin(ticks: list[float], gap: float) -> list[float]:
+    """The ticks at least `gap` decades apart, rounder ones kept first."""
+    kept: list[float] = []
+    for tick in sorted(ticks, key=lambda t: (_roundness(t), t)):
+        if all(abs(math.log10(tick / other)) >= gap - 1e-9 for other in kept):
+            kept.append(tick)
+    return sorted(kept)
+
+
+def log_ticks(lo: float, hi: float, most: int = MOST_LABELS) -> list[float]:
+    """The labelled ticks of a log axis from `lo` to `hi` (0 < lo < hi): 1, 2 and 5 times powers of ten;
+    (every n-th) power of ten where those are more than `most`; every digit where they are fewer than three. No two
+    are closer than 1/(2 `most`) of the axis (rounder ones kept first), so their labels cannot collide."""
+    if not (0 < lo < hi) or not math.isfinite(hi):
+        raise ValueError(f"log ticks need 0 < lo < hi, got {lo}, {hi}")
+
+    def inside(mantissas: tuple[int, ...]) -> list[float]:
+        return [t for t in _ladder(lo, hi, mantissas) if lo * (1 - 1e-9) <= t <= hi * (1 + 1e-9)]
+
+    ticks = inside(ROUND)
+    if len(ticks) > most:
+        decades = inside((1,))
+        ticks = decades[::math.ceil(len(decades) / most)]
+    elif len(ticks) < 3:
+        ticks = inside(FINE)
+    return _thin(ticks, math.log10(hi / lo) / (2 * most))
+
+
+def log_axis(ax: Axes, which: str, values: Iterable[float], label: Callable[[float], str] = plain,
+             headroom: float = 1.0) -> list[float]:
+    """Put `ax`'s x or y axis on a log scale fitted to the positive `values`, labelled by `label`
+    (formatting.plain, formatting.seconds_tick); `headroom` widens the top (room for annotations).
+    Where fewer than two labels would show, the axis is widened to the 1-2-5 ticks around the data.
+    Returns the labelled ticks."""
+    positive = [float(v) for v in values if v is not None and math.isfinite(float(v)) and float(v) > 0] or [1.0]
+    lo, hi = min(positive) / PAD, max(positive) * PAD * headroom
+    ticks = log_ticks(lo, hi)
+    if len(ticks) < 2:
+        ladder = _ladder(lo, hi, ROUND)
+        lo, hi = max(t for t in ladder if t <= lo), min(t for t in ladder if t >= hi)
+        ticks = log_ticks(lo, hi)
+    axis = ax.yaxis if which == "y" else ax.xaxis
+    (ax.set_yscale if which == "y" else ax.set_xscale)("log")
+    axis.set_major_locator(FixedLocator(ticks))
+    axis.set_major_formatter(FuncFormatter(lambda value, _: label(value)))
+    axis.set_minor_locator(LogLocator(subs="auto"))
+    axis.set_minor_formatter(NullFormatter())
+    (ax.set_ylim if which == "y" else ax.set_xlim)(lo, hi)
+    return ticks
+
+
+def cap_axis(ax: Axes, top: float) -> None:
+    """End the y axis at `top` (1.0 for a share, 100 for a percentage) when its margin would pass it."""
+    low, high = ax.get_ylim()
+    if high > top:
+        ax.set_ylim(low, top)

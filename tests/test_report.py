@@ -398,8 +398,9 @@ def test_comparison_figures_stay_within_the_data(report_tree: Path, monkeypatch)
 
     drawn = []
     monkeypatch.setattr(compare, "_uri", lambda fig: drawn.append(fig) or "data:,")
-    runs = [compare.Run(name=f"{v}-{scale}", params={"variant": v}, train=training.read_metrics(v),
-                        evaluation=evaluation.read_metrics(v).model_copy(update={"test_accuracy": accuracy}),
+    runs = [compare.Run(name=f"{v}-{scale}", params={"variant": v}, train=training.read_metrics(v).headline(),
+                        evaluation=evaluation.read_metrics(v).headline().model_copy(
+                            update={"test_accuracy": accuracy}),
                         history=[h.model_copy(update={"train_loss": h.train_loss * scale,
                                                       "test_accuracy": min(1.0, accuracy + 0.01 * h.epoch)})
                                  for h in training.read_history(v)], ran_alone=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import platform
@@ -14,6 +13,8 @@ from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+import filelock
 
 from .errors import PipelineError
 
@@ -159,16 +160,17 @@ def exclusive(name: str) -> Iterator[dict[str, Any]]:
         return
     path = Path(setting)
     started = time.perf_counter()
+    # filelock's lock is fcntl.flock on Unix, as a container sharing /tmp sees it; the file stays, so a
+    # process that opened it while another held it locks the same file
+    lock = filelock.FileLock(path, thread_local=False, preserve_lock_file=True)
     try:
-        handle = open(path, "a+")  # noqa: SIM115 (held until the stage ends)
+        lock.acquire()
     except OSError as err:
         raise PipelineError(f"{path}: cannot open the lock file of '{name}' ({err.strerror}); make the folder"
                             f" writable or set {LOCK_ENV} to a writable file") from err
-    with handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    try:
         waited = time.perf_counter() - started
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-        try:
-            yield {"ran_alone": True, "lock_wait_seconds": round(waited, 3), "loadavg_1m_at_start": load}
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+        yield {"ran_alone": True, "lock_wait_seconds": round(waited, 3), "loadavg_1m_at_start": load}
+    finally:
+        lock.release()

@@ -11,6 +11,7 @@ from conftest import ROOT
 from mnist_jax_pipeline import freshness
 from mnist_jax_pipeline.config import load
 from mnist_jax_pipeline.stages import STAGES, get
+from workspace import planned_rules
 
 LOG_PREFIX = "MNIST_PIPELINE_LOG={log:q} "
 LOG_SUFFIX = " 2>&1 | (trap '' INT TERM HUP; exec tee -a {log:q})"
@@ -129,9 +130,9 @@ def test_the_default_target_runs_every_stage_dvc_runs(both):
     """`snakemake` (its default target) schedules a job for every stage `dvc repro` runs."""
     import subprocess
 
-    out = subprocess.run(["snakemake", "--dry-run", "--forceall", "--quiet", "rules", "--cores", "1"], cwd=ROOT,
-                         capture_output=True, text=True, check=True).stdout
-    counts = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", out, re.M)}
+    done = subprocess.run(["snakemake", "--dry-run", "--forceall", "--quiet", "rules", "--cores", "1"], cwd=ROOT,
+                          capture_output=True, text=True, check=True)
+    counts = planned_rules(done.stdout + done.stderr)
     _, dvc = both
     expected: dict[str, int] = {}
     for name in dvc:

@@ -118,6 +118,13 @@ def test_snakemake_runs_the_points_sharing_the_upstream(tmp_path):
     ws = tiny_workspace(tmp_path, "snake")
     first = sh(ws, "snakemake", "--cores", "2", "sweeps")
     jobs = ran(first)
+    # the points ran side by side, and every line of theirs says which point it is from
+    said = [line[9:] for line in first.splitlines() if re.match(r"\d\d:\d\d:\d\d (?:INFO|WARNING) ", line)]
+    of_points = [line for line in said if "epoch" in line or "test accuracy" in line]
+    assert len(of_points) == len(POINTS) * 3, first  # two epochs and an evaluation each
+    assert len(set(said)) == len(said), first
+    for point in POINTS:
+        assert sum(f"@jit [tiny/{point}] " in line for line in of_points) == 3, first
     assert jobs.get("download", 0) == 0 and jobs["preprocess"] == 1
     assert jobs["sweep_train"] == jobs["sweep_evaluate"] == 2 and jobs["sweep_compare"] == 1
     for point in POINTS:

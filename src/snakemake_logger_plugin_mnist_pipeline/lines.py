@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from platformdirs import user_cache_dir
 from snakemake_interface_logger_plugins.common import LogEvent
 
 from mnist_jax_pipeline.console import job_label
@@ -116,6 +117,10 @@ def _signal_name(status: int | None) -> str | None:
         return None
 
 
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/") or folder.startswith(path.rstrip("/") + "/")
+
+
 def one_line_error(text: str) -> str:
     """An error Snakemake raised with a traceback, in one line naming the path and the fix."""
     last = next((line.strip() for line in reversed(text.splitlines()) if line.strip()), text)
@@ -123,10 +128,9 @@ def one_line_error(text: str) -> str:
     if found is None:
         return f"error: {last} (snakemake --verbose shows where)"
     path, what = found["path"], found["what"].lower()
-    home = os.path.expanduser("~")
-    if path == home or path.startswith(home.rstrip("/") + "/"):
-        fix = ("Snakemake keeps its source cache in the home folder: make it writable, or set XDG_CACHE_HOME"
-               " to a writable folder (XDG_CACHE_HOME=/tmp/cache snakemake ...)")
+    if any(_within(path, folder) for folder in (user_cache_dir(), os.path.expanduser("~"))):
+        fix = ("Snakemake keeps its source cache there (in the home folder, or XDG_CACHE_HOME): make it writable,"
+               " or point XDG_CACHE_HOME at a writable folder (XDG_CACHE_HOME=/tmp/cache snakemake ...)")
     else:
         fix = "check that the folder exists, its permissions and the free space"
     return f"error: {path}: {what}; {fix}"

@@ -18,6 +18,7 @@ container: os.environ.get("MNIST_PIPELINE_IMAGE", "docker-daemon://mnist-jax-pip
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
+include: "workflow/rules/profile.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/sweep.smk"
 

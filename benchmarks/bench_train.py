@@ -28,10 +28,11 @@ import numpy as np
 
 from mnist_jax_pipeline import loops, variants
 from mnist_jax_pipeline.artefacts.storage import write_json
-from mnist_jax_pipeline.config import NUM_CLASSES, Params, read_yaml, validate
+from mnist_jax_pipeline.config import Params, read_yaml, validate
 from mnist_jax_pipeline.data.datasets import SPLIT_FILES
 from mnist_jax_pipeline.data.download import mirror_from_env
 from mnist_jax_pipeline.data.idx import read_pair
+from mnist_jax_pipeline.dataset_facts import NUM_CLASSES
 from mnist_jax_pipeline.loops.base import batch_bounds
 from mnist_jax_pipeline.progress import EpochProgress
 from mnist_jax_pipeline.runtime import device_info, set_numerics

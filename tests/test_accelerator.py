@@ -20,10 +20,11 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, write_params
-from mnist_jax_pipeline import loops, paths, profile, train, variants
+from mnist_jax_pipeline import loops, paths, train, variants
 from mnist_jax_pipeline.artefacts import training
 from mnist_jax_pipeline.artefacts.model_file import load_model
 from mnist_jax_pipeline.artefacts.profile_summary import read_summary
+from mnist_jax_pipeline.profiling import stage as profile
 from mnist_jax_pipeline.runtime import MATMUL_PRECISION, set_numerics
 
 pytestmark = pytest.mark.accelerator

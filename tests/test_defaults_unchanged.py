@@ -16,7 +16,8 @@ import optax
 import pytest
 
 from mnist_jax_pipeline import loops, train, variants
-from mnist_jax_pipeline.config import NUM_CLASSES, Params, TrainConfig
+from mnist_jax_pipeline.config import Params, TrainConfig
+from mnist_jax_pipeline.dataset_facts import NUM_CLASSES
 from mnist_jax_pipeline.loops.base import LoopInputs, TrainState, batch_bounds, make_update
 from mnist_jax_pipeline.model import one_hot
 

@@ -8,8 +8,9 @@ import pytest
 from conftest import unavailable
 from mnist_jax_pipeline.artefacts.dataset import read_manifest
 from mnist_jax_pipeline.data import download as dl
-from mnist_jax_pipeline.data.datasets import PINNED, SPLIT_SIZES, sha256_of
+from mnist_jax_pipeline.data.datasets import PINNED, sha256_of
 from mnist_jax_pipeline.data.idx import read_pair
+from mnist_jax_pipeline.dataset_facts import SPLIT_SIZES
 from mnist_jax_pipeline.errors import PipelineError
 
 

@@ -11,8 +11,8 @@ import jax.numpy as jnp
 import pytest
 
 from conftest import unavailable
-from mnist_jax_pipeline import pprof
 from mnist_jax_pipeline.errors import PipelineError
+from mnist_jax_pipeline.profiling import pprof
 
 
 @pytest.fixture(scope="module")

@@ -15,15 +15,17 @@ import pytest
 import yaml
 
 from conftest import unavailable
-from mnist_jax_pipeline import loops, op_table, paths, pprof, variants
+from mnist_jax_pipeline import loops, paths, variants
 from mnist_jax_pipeline.artefacts import storage
 from mnist_jax_pipeline.artefacts.model_file import ModelMetadata, save_model
 from mnist_jax_pipeline.artefacts.profile_summary import OpTable, read_summary
 from mnist_jax_pipeline.config import Params, parameter_count, validate
 from mnist_jax_pipeline.errors import PipelineError
+from mnist_jax_pipeline.loops.base import loop_inputs
 from mnist_jax_pipeline.model import init_params
-from mnist_jax_pipeline.profile import POINTS, profile
-from mnist_jax_pipeline.train import initial_state, loop_inputs
+from mnist_jax_pipeline.profiling import op_table, pprof
+from mnist_jax_pipeline.profiling.stage import POINTS, profile
+from mnist_jax_pipeline.train import initial_state
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZES = [784, 32, 10]
@@ -175,7 +177,7 @@ def _traced(run: dict[str, Any], variant: str, attempt: int) -> OpTable:
     """The op table of `variant`: the module's own profile for jit at the first attempt, else a new trace."""
     from mnist_jax_pipeline.artefacts.dataset import load_split
     from mnist_jax_pipeline.artefacts.model_file import load_model
-    from mnist_jax_pipeline.profile import trace
+    from mnist_jax_pipeline.profiling.stage import trace
 
     if variant == "jit" and attempt == 0:
         return run["typed"].trace.table

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from mnist_jax_pipeline import progress
+from mnist_jax_pipeline import console, progress
 from mnist_jax_pipeline.errors import PipelineError
 from mnist_jax_pipeline.progress import EpochProgress
 
@@ -56,14 +56,14 @@ def test_the_bar_follows_the_loops_counter_a_few_times_a_second():
 @pytest.mark.parametrize(("setting", "expected"), [("1", True), ("on", True), ("0", False), ("off", False),
                                                    ("", False), ("auto", False)])
 def test_the_setting_forces_or_refuses_the_bar(monkeypatch, setting, expected):
-    monkeypatch.setenv(progress.ENV, setting)
-    assert progress.wanted(io.StringIO()) is expected
+    monkeypatch.setenv(console.PROGRESS_ENV, setting)
+    assert console.progress_wanted(io.StringIO()) is expected
 
 
 def test_an_unknown_setting_is_one_line(monkeypatch):
-    monkeypatch.setenv(progress.ENV, "yes")
+    monkeypatch.setenv(console.PROGRESS_ENV, "yes")
     with pytest.raises(PipelineError, match="MNIST_PIPELINE_PROGRESS=yes: not a setting; use 0"):
-        progress.wanted(io.StringIO())
+        console.progress_wanted(io.StringIO())
 
 
 def test_a_terminal_without_a_size_gets_plain_lines(monkeypatch):
@@ -72,10 +72,10 @@ def test_a_terminal_without_a_size_gets_plain_lines(monkeypatch):
     import struct
     import termios
 
-    monkeypatch.delenv(progress.ENV, raising=False)
+    monkeypatch.delenv(console.PROGRESS_ENV, raising=False)
     parent, child = pty.openpty()
     with os.fdopen(parent, "rb", buffering=0), os.fdopen(child, "w") as terminal:
         fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 0, 0, 0, 0))
-        assert not progress.wanted(terminal)  # a bar of width 0 would draw nothing at all
+        assert not console.progress_wanted(terminal)  # a bar of width 0 would draw nothing at all
         fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
-        assert progress.wanted(terminal)
+        assert console.progress_wanted(terminal)

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, tiny_params_dict, write_params, write_raw
-from mnist_jax_pipeline import cli, paths, stages, variants
+from mnist_jax_pipeline import cli, commands, paths, stages, variants
 from mnist_jax_pipeline.config import schema
 
 PACKAGE = "mnist_jax_pipeline"
@@ -41,7 +41,7 @@ def test_every_artefact_is_made_by_a_stage_and_every_input_by_an_earlier_one():
     names = [stage.name for stage in stages.STAGES]
     assert {a.made_by for a in paths.ARTEFACTS} <= set(names)
     for position, stage in enumerate(stages.STAGES):
-        assert stage.command in cli.COMMANDS
+        assert stage.command in commands.COMMANDS
         for artefact in stage.inputs:
             assert names.index(artefact.made_by) < position, f"{stage.name} reads {artefact.path} too early"
         assert set(stage.params) <= set(schema()["properties"]), stage.name

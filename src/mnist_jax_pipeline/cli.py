@@ -1,7 +1,7 @@
 """One entry point, `mnist-pipeline`, with a subcommand per stage.
 
-Each command names the module whose `main(args)` runs it; the module is imported only when its
-command runs, so a stage loads (and its code deps cover) only what it uses. Errors the user
+Each command (the table in commands.py) names the module whose `main(args)` runs it; the module
+is imported only when its command runs, so a stage loads (and its code deps cover) only what it uses. Errors the user
 can act on print one line (`error: ...`) and exit 1; `--verbose` adds the traceback. Log lines name
 the job (console.py). SIGINT, SIGTERM and SIGHUP (Ctrl-C, `timeout`, Slurm, `docker stop`, a closed
 terminal) stop a stage the same way: its temporary outputs are removed, it says so in one line naming
@@ -22,77 +22,15 @@ import sys
 import threading
 import traceback
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
-from . import console, paths, variants
+from . import console, paths
 from .artefacts import storage
 from .artefacts.storage import discard_temps
+from .commands import COMMANDS
 from .errors import PipelineError, clip
 from .runtime import quiet_backend_fallback, set_numerics
-
-
-@dataclass(frozen=True)
-class Option:
-    flag: str
-    help: str
-    default: str | None = None  # None: the option is required (or, with switch, absent means off)
-    choices: tuple[str, ...] | None = None
-    switch: bool = False  # an on/off flag that takes no value
-
-    def add_to(self, parser: argparse.ArgumentParser) -> None:
-        if not self.flag.startswith("-"):  # a positional argument
-            parser.add_argument(self.flag, metavar=self.flag.upper(), help=self.help)
-            return
-        if self.switch:
-            parser.add_argument(self.flag, action="store_true", help=self.help)
-            return
-        parser.add_argument(self.flag, default=self.default, choices=self.choices, required=self.default is None,
-                            help=f"{self.help} (default: {self.default})" if self.default else self.help)
-
-
-@dataclass(frozen=True)
-class Command:
-    module: str  # relative to this package, with `:function` where not `main(args)` runs the command
-    help: str
-    options: tuple[Option, ...] = field(default_factory=tuple)
-    hidden: bool = False  # run by the orchestrators, not by hand: left out of the command list
-
-
-VARIANT = Option("--variant", "training variant", choices=variants.names())
-PROCESSED = Option("--processed", "folder of the processed arrays", paths.PROCESSED.path)
-ROOT = Option("--root", "folder the stage's outputs go under, as laid out in paths.py", ".")
-
-COMMANDS: dict[str, Command] = {
-    "check": Command("config", "validate the parameters file and exit"),
-    "download": Command("data.download", "download and prepare the dataset with TFDS (honours MNIST_MIRROR)",
-                        (Option("--out", "output folder", paths.RAW.path),)),
-    "preprocess": Command("data.preprocess", "write the versioned training arrays",
-                          (Option("--raw", "the download stage's folder", paths.RAW.path),
-                           Option("--out", "output folder", paths.PROCESSED.path))),
-    "train": Command("train", "train one variant of the MLP", (VARIANT, PROCESSED, ROOT)),
-    "evaluate": Command("evaluate", "evaluate one trained variant", (VARIANT, PROCESSED, ROOT)),
-    "profile": Command("profile", "execution trace and device-memory snapshots (pprof) of one trained variant",
-                       (VARIANT, PROCESSED, ROOT)),
-    "report": Command("report.render", "render reports/report.html and reports/summary.md"),
-    "sweep-point": Command("sweeps:write_point", "write a sweep point's params.yaml (Snakemake runs it)",
-                           (Option("--sweep", "the sweep's name (sweeps/NAME.yaml)"),
-                            Option("--point", "the point's name")), hidden=True),
-    "sweep-queue": Command("sweeps:queue", "queue a sweep's points as DVC experiments",
-                           (Option("--file", "the sweep file, sweeps/NAME.yaml"),)),
-    "compare": Command("report.compare", "one page comparing a sweep's points or DVC's experiments",
-                       (Option("--sweep", "a sweep's name (sweeps/NAME.yaml)", ""),
-                        Option("--dvc", "DVC's experiments of this commit instead", switch=True),
-                        Option("--out", f"the page (default: sweeps/NAME/{paths.COMPARE_HTML}, with --dvc"
-                                        f" {paths.EXPERIMENTS_HTML})", ""))),
-    "show": Command("report.experiments", "DVC's experiments, the baseline and the workspace: one line per"
-                    " variant with test accuracy, timings and the changed parameters"),
-    "preset": Command("presets", "merge presets/NAME.yaml over params.yaml and print each changed key",
-                      (Option("name", "the preset's name (presets/NAME.yaml)"),)),
-    "generate": Command("stages", "write the files derived from the stage table (dvc.yaml, the params schema)",
-                        (Option("--check", "only check that they are current", switch=True),)),
-}
 
 
 def _add_common(parser: argparse.ArgumentParser, default: bool) -> None:
@@ -182,7 +120,7 @@ def refuse_owned(args: argparse.Namespace) -> None:
 def provenance_of(args: argparse.Namespace) -> Iterator[None]:
     """Around a stage: its inputs checked first (every job upstream current, by content), its provenance
     record written with its outputs after."""
-    from . import freshness  # the stage table, which imports this module
+    from . import freshness  # the stage table: imported only by the commands that run a stage
     from .config import load
 
     if args.command not in {stage.command for stage in freshness.stages.STAGES}:

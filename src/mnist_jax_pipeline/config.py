@@ -23,13 +23,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pydantic_core import ErrorDetails
 
 from . import variants
-from .artefacts.storage import read_text
-from .data.datasets import SPLIT_SIZES
+from .dataset_facts import IMAGE_PIXELS, NUM_CLASSES, SPLIT_SIZES
 from .errors import PipelineError, clip
+from .text_files import read_text
 
 DEFAULT_PARAMS = Path("params.yaml")
-NUM_CLASSES = 10
-IMAGE_PIXELS = 28 * 28
 SEED_MAX = 2**32 - 1  # JAX keys keep a seed's low 32 bits: 2**32 would give seed 0's key
 INT32_MAX = 2**31 - 1  # optax counts steps, and the scan loop epochs, in int32
 MAX_PARAMETERS = 100_000_000  # 400 MB of float32 weights, before gradients and optimizer state

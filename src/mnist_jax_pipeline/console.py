@@ -7,7 +7,9 @@ apart. Snakemake's console names its jobs the same way (src/snakemake_logger_plu
 Details (the profile stage's op table, its memory explanations) go to the `details` logger: under
 Snakemake, whose rules set MNIST_PIPELINE_LOG to the job's log file, they are written there and not
 to the console; elsewhere (dvc repro, a stage run by hand) they are logged like any other line. The
-report shows them too. This module imports nothing heavy: Snakemake loads it at every start.
+report shows them too. Whether progress bars are drawn at all (MNIST_PIPELINE_PROGRESS, a terminal)
+is decided here too, for training's bars and TFDS's alike. This module imports nothing heavy:
+Snakemake loads it at every start.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
+
+from .errors import PipelineError
 
 LOG_ENV = "MNIST_PIPELINE_LOG"  # the job's log file (Snakemake's `log:`), set by the rules' commands
 SWEEPS = Path("sweeps")  # sweep points live in sweeps/<sweep>/<point>/ (sweeps.py)
@@ -77,3 +82,26 @@ def prints_to_details() -> Iterator[None]:
         for line in printed.getvalue().splitlines():
             if line.strip():
                 details.info("%s", line)
+
+
+PROGRESS_ENV = "MNIST_PIPELINE_PROGRESS"  # 0/off: never a bar, 1/on: always, unset/auto: on a terminal only
+PROGRESS_SETTINGS = {"0": False, "off": False, "1": True, "on": True, "": None, "auto": None}
+
+
+def terminal_columns(stream: IO[str]) -> int:
+    """The terminal's width, 0 where it is not a terminal or reports no size."""
+    try:
+        return os.get_terminal_size(stream.fileno()).columns if os.isatty(stream.fileno()) else 0
+    except (AttributeError, OSError, ValueError):
+        return 0
+
+
+def progress_wanted(stream: IO[str] = sys.stderr) -> bool:
+    """Progress bars (training's, TFDS's) on a terminal that has a width, unless MNIST_PIPELINE_PROGRESS
+    says otherwise."""
+    setting = os.environ.get(PROGRESS_ENV, "").strip().lower()
+    if setting not in PROGRESS_SETTINGS:
+        raise PipelineError(f"{PROGRESS_ENV}={os.environ[PROGRESS_ENV]}: not a setting;"
+                            " use 0 (or off), 1 (or on) or auto")
+    forced = PROGRESS_SETTINGS[setting]
+    return forced if forced is not None else terminal_columns(stream) > 0

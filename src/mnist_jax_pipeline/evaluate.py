@@ -12,7 +12,8 @@ from .artefacts import storage
 from .artefacts.dataset import load_split
 from .artefacts.evaluation import ClassScores, ConfusionRow, EvalDetails, EvalMetrics
 from .artefacts.model_file import load_model
-from .config import NUM_CLASSES, load
+from .config import load
+from .dataset_facts import NUM_CLASSES
 from .errors import PipelineError
 from .model import predict_classes
 from .runtime import exclusive

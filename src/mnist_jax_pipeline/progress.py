@@ -9,7 +9,6 @@ after the epoch's clock has stopped. So the bar adds nothing measurable to a tim
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import threading
 from collections.abc import Callable
@@ -17,32 +16,13 @@ from typing import IO
 
 from tqdm import tqdm
 
-from .errors import PipelineError
+from .console import progress_wanted, terminal_columns
 
 log = logging.getLogger(__name__)
 
 REFRESH_SECONDS = 0.25  # at most four updates a second
 # tqdm's own rate would count the untimed evaluation after the epoch; the postfix gives the timed one
 BAR_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]"
-ENV = "MNIST_PIPELINE_PROGRESS"  # 0/off: never a bar, 1/on: always, unset/auto: on a terminal only
-SETTINGS = {"0": False, "off": False, "1": True, "on": True, "": None, "auto": None}
-
-
-def _columns(stream: IO[str]) -> int:
-    """The terminal's width, 0 where it is not a terminal or reports no size."""
-    try:
-        return os.get_terminal_size(stream.fileno()).columns if os.isatty(stream.fileno()) else 0
-    except (AttributeError, OSError, ValueError):
-        return 0
-
-
-def wanted(stream: IO[str] = sys.stderr) -> bool:
-    """A bar on a terminal that has a width, unless MNIST_PIPELINE_PROGRESS says otherwise."""
-    setting = os.environ.get(ENV, "").strip().lower()
-    if setting not in SETTINGS:
-        raise PipelineError(f"{ENV}={os.environ[ENV]}: not a setting; use 0 (or off), 1 (or on) or auto")
-    forced = SETTINGS[setting]
-    return forced if forced is not None else _columns(stream) > 0
 
 
 class EpochProgress:
@@ -52,7 +32,7 @@ class EpochProgress:
                  stream: IO[str] | None = None, bar: bool | None = None):
         self.label, self.epochs, self.total, self.steps = label, epochs, steps_per_epoch, steps
         self.stream = stream or sys.stderr
-        self.bar_on = wanted(self.stream) if bar is None else bar
+        self.bar_on = progress_wanted(self.stream) if bar is None else bar
         self.bar: tqdm | None = None
         self._first_step = 0
         self._stop = threading.Event()
@@ -65,7 +45,7 @@ class EpochProgress:
         self._first_step = self.steps()
         self.bar = tqdm(total=self.total, desc=f"{self.label} epoch {epoch}/{self.epochs}", unit="step",
                         file=self.stream, leave=True, mininterval=REFRESH_SECONDS,
-                        **({"dynamic_ncols": True} if _columns(self.stream) else {"ncols": 100}),
+                        **({"dynamic_ncols": True} if terminal_columns(self.stream) else {"ncols": 100}),
                         bar_format=BAR_FORMAT)
         self._stop.clear()
         self._thread = threading.Thread(target=self._follow, daemon=True)

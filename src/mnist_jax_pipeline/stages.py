@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 from . import paths
-from .cli import COMMANDS
+from .commands import COMMANDS
 from .config import Params, schema
 from .errors import PipelineError
 from .runtime import RUNTIME_LOCK
@@ -36,7 +36,7 @@ ALL_PARAMS = tuple(Params.model_fields)  # the params.yaml sections
 @dataclass(frozen=True)
 class Stage:
     name: str
-    command: str  # the `mnist-pipeline` command it runs (cli.COMMANDS)
+    command: str  # the `mnist-pipeline` command it runs (commands.COMMANDS)
     params: tuple[str, ...]  # params.yaml sections it reads (whole sections; DVC tracks them as such)
     inputs: tuple[paths.Artefact, ...] = ()  # what upstream stages wrote
     per_variant: bool = False  # one stage per variant in params.yaml: `<name>@<variant>`

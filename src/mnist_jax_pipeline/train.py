@@ -25,10 +25,10 @@ from .artefacts import storage
 from .artefacts.dataset import load_split
 from .artefacts.model_file import ModelMetadata, save_model
 from .artefacts.training import EpochRecord, RunInfo, TrainMetrics, XlaAnalysis
-from .config import NUM_CLASSES, Params, load
+from .config import Params, load
 from .errors import PipelineError
-from .loops.base import LoopInputs, TrainState, batch_bounds, make_optimizer, make_update
-from .model import init_params, loss_and_accuracy, one_hot, smoothed_targets
+from .loops.base import LoopInputs, TrainState, batch_bounds, loop_inputs, make_optimizer
+from .model import init_params, loss_and_accuracy
 from .progress import EpochProgress
 from .runtime import device_info, exclusive, peak_rss_bytes
 
@@ -58,14 +58,6 @@ def load_dataset(processed_dir: str | Path) -> Dataset:
     train_x, train_y = load_split(processed_dir, "train")
     test_x, test_y = load_split(processed_dir, "test")
     return Dataset(train_x, train_y, test_x, test_y)
-
-
-def loop_inputs(params: Params, images: np.ndarray, labels: np.ndarray) -> LoopInputs:
-    """The update step and training arrays every loop is built with."""
-    steps_per_epoch = len(batch_bounds(len(labels), params.train.batch_size))
-    update = make_update(make_optimizer(params.train, steps_per_epoch))
-    targets = smoothed_targets(one_hot(labels, NUM_CLASSES), params.train.label_smoothing)
-    return LoopInputs(update, images, np.asarray(targets), params.train)
 
 
 def initial_state(params: Params, inputs: LoopInputs) -> TrainState:

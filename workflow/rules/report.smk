@@ -1,21 +1,4 @@
-# profile (one job per variant: execution trace and device memory, alone on the machine)
-# -> report (HTML + Markdown, figures)
-
-
-rule profile:
-    input:
-        stage_inputs("profile"),
-    output:
-        **stage_outputs("profile"),
-    params:
-        **stage_params("profile"),
-    log:
-        "logs/profile_{variant}.log",
-    wildcard_constraints:
-        variant="|".join(VARIANTS),
-    threads: workflow.cores
-    shell:
-        stage_command("profile")
+# report (HTML + Markdown, figures), after train, evaluate and profile
 
 
 rule report:

@@ -9,7 +9,7 @@ import numpy as np
 from pydantic import Field
 
 from .. import paths
-from ..config import IMAGE_PIXELS, NUM_CLASSES
+from ..dataset_facts import IMAGE_PIXELS, NUM_CLASSES
 from ..errors import PipelineError
 from . import storage
 from .record import Record

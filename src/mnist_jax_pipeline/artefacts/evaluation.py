@@ -8,7 +8,7 @@ from typing import Annotated
 from pydantic import Field
 
 from .. import paths
-from ..config import NUM_CLASSES
+from ..dataset_facts import NUM_CLASSES
 from ..errors import PipelineError
 from . import storage
 from .record import Record

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import ValidationError
 
-from ..config import IMAGE_PIXELS, NUM_CLASSES
+from ..dataset_facts import IMAGE_PIXELS, NUM_CLASSES
 from ..errors import PipelineError
 from . import storage
 from .record import Record

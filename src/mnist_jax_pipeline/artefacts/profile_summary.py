@@ -11,6 +11,13 @@ from ..errors import PipelineError
 from . import storage
 from .record import Record
 
+# How to install pprof and Graphviz, written into the summary and shown by the report when missing
+INSTALL_HINT = (
+    "go install github.com/google/pprof@latest, or offline from Debian: apt-get install golang-go"
+    " golang-github-google-pprof-dev graphviz && GO111MODULE=off GOPATH=/usr/share/gocode"
+    " go build -o /usr/local/bin/pprof github.com/google/pprof"
+)
+
 
 class Allocation(Record):
     """One sample of a snapshot: bytes and count of live buffers sharing labels and stack."""
@@ -20,6 +27,12 @@ class Allocation(Record):
     labels: dict[str, str | int]
     stack: list[str]  # 'function /path/file.py:line', innermost first
     origin: str | None = None  # the innermost frame of the caller's own code (None: none of it)
+
+
+def short_frame(frame: str) -> str:
+    """'function /long/path/file.py:12' -> 'function (file.py:12)'."""
+    name, _, place = frame.rpartition(" ")
+    return f"{name} ({Path(place).name})" if name and place else frame
 
 
 class Executables(Record):

@@ -17,7 +17,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -25,6 +25,7 @@ import numpy as np
 from pydantic import BaseModel, ValidationError
 
 from ..errors import PipelineError
+from ..text_files import read_text
 
 TMP_PREFIX = ".tmp-"
 Model = TypeVar("Model", bound=BaseModel)
@@ -299,24 +300,6 @@ def write_json(path: str | Path, data: Any) -> None:
 def write_model(path: str | Path, model: BaseModel) -> None:
     """Write a typed artefact as indented, key-sorted JSON (None fields left out), atomically."""
     write_json(path, model.model_dump(mode="json", exclude_none=True))
-
-
-def read_text(path: str | Path, missing: str, damaged: str, read: Callable[[Path], bytes] = Path.read_bytes) -> str:
-    """A file's UTF-8 text. A missing, unreadable or non-UTF-8 file is one line; `missing` and
-    `damaged` say what to do about the first and the last. `read` reads the bytes (a capped read, say)."""
-    path = Path(path)
-    try:
-        return read(path).decode("utf-8")
-    except FileNotFoundError as err:
-        raise PipelineError(f"{path}: missing; {missing}") from err
-    except IsADirectoryError as err:
-        raise PipelineError(f"{path}: is a folder, not a file; {missing}") from err
-    except OSError as err:
-        raise PipelineError(f"{path}: cannot read ({err.strerror}); check its permissions") from err
-    except UnicodeDecodeError as err:
-        line = err.object.count(b"\n", 0, err.start) + 1
-        raise PipelineError(f"{path}: byte 0x{err.object[err.start]:02x} on line {line} is not UTF-8;"
-                            f" {damaged}") from err
 
 
 def _read_text(path: Path, made_by: str) -> str:

@@ -45,12 +45,6 @@ PINNED: dict[str, tuple[PinnedFile, ...]] = {
     for dataset, (base, sums) in _SOURCES.items()
 }
 
-# Examples per split of each dataset (the download stage checks them against the files).
-SPLIT_SIZES: dict[str, dict[str, int]] = {
-    "mnist": {"train": 60_000, "test": 10_000},
-    "fashion_mnist": {"train": 60_000, "test": 10_000},
-}
-
 SPLIT_FILES = {
     "train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
     "test": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"),

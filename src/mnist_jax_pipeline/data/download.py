@@ -24,7 +24,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from .. import console, paths, progress
+from .. import console, paths
 from ..artefacts import storage
 from ..artefacts.dataset import Manifest, SourceFile, SplitCount
 from ..config import Params, load
@@ -108,7 +108,7 @@ def _prepare_with_tfds(dataset: str, data_dir: Path, manual_dir: Path | None) ->
     from tensorflow_datasets.core.download import downloader
 
     downloader.MAX_RETRIES = TFDS_MAX_RETRIES
-    if not progress.wanted():  # TFDS's own bars on a terminal, as the training bars
+    if not console.progress_wanted():  # TFDS's own bars on a terminal, as the training bars
         tfds.disable_progress_bar()
     builder = tfds.builder(dataset, data_dir=str(data_dir))
     config = tfds.download.DownloadConfig(

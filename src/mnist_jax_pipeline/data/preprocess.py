@@ -20,7 +20,8 @@ import numpy as np
 from .. import paths
 from ..artefacts import storage
 from ..artefacts.dataset import PixelStats, SplitStats, Stats, load_raw_split, read_manifest
-from ..config import NUM_CLASSES, PreprocessConfig, load, split_sizes
+from ..config import PreprocessConfig, load, split_sizes
+from ..dataset_facts import NUM_CLASSES
 from ..errors import PipelineError
 
 FORMAT = "npy float32 images, int32 labels; np.load(path, allow_pickle=False)"

@@ -19,8 +19,9 @@ import optax
 from jax.typing import ArrayLike
 
 from ..artefacts.training import XlaAnalysis
-from ..config import TrainConfig
-from ..model import MLPParams, loss
+from ..config import Params, TrainConfig
+from ..dataset_facts import NUM_CLASSES
+from ..model import MLPParams, loss, one_hot, smoothed_targets
 
 
 class TrainState(NamedTuple):
@@ -158,3 +159,11 @@ def xla_analysis(compiled: jax.stages.Compiled) -> XlaAnalysis | None:
         flops=float(costs["flops"]) if "flops" in costs else None,
         bytes_accessed=float(costs["bytes accessed"]) if "bytes accessed" in costs else None,
     )
+
+
+def loop_inputs(params: Params, images: np.ndarray, labels: np.ndarray) -> LoopInputs:
+    """The update step and training arrays every loop is built with."""
+    steps_per_epoch = len(batch_bounds(len(labels), params.train.batch_size))
+    update = make_update(make_optimizer(params.train, steps_per_epoch))
+    targets = smoothed_targets(one_hot(labels, NUM_CLASSES), params.train.label_smoothing)
+    return LoopInputs(update, images, np.asarray(targets), params.train)

@@ -24,9 +24,8 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 
 from .. import paths
 from ..artefacts.dataset import SplitStats, Stats
-from ..artefacts.profile_summary import Allocation, ProfileSummary
-from ..config import NUM_CLASSES
-from ..pprof import short_frame
+from ..artefacts.profile_summary import Allocation, ProfileSummary, short_frame
+from ..dataset_facts import NUM_CLASSES
 from .formatting import plain, seconds, seconds_tick
 from .formatting import size as byte_size
 from .inputs import Artefacts, VariantResults

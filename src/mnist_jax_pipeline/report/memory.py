@@ -14,11 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import paths, variants
-from ..artefacts.profile_summary import Allocation, OpRow, ProfileSummary, Snapshot
+from ..artefacts.profile_summary import INSTALL_HINT, Allocation, OpRow, ProfileSummary, Snapshot, short_frame
 from ..artefacts.training import XlaAnalysis
 from ..errors import PipelineError
 from ..paths import SNAPSHOTS
-from ..pprof import INSTALL_HINT, short_frame
 from .formatting import href, size
 from .inputs import Artefacts
 

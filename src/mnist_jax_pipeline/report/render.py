@@ -20,7 +20,8 @@ from .. import paths, variants
 from ..artefacts import storage
 from ..artefacts.dataset import Stats
 from ..artefacts.training import VariantEpoch
-from ..config import NUM_CLASSES, Params, load
+from ..config import Params, load
+from ..dataset_facts import NUM_CLASSES
 from .figures import SAMPLE_DIGITS, draw_all, draw_icicles, ordered_splits
 from .formatting import FILTERS
 from .inputs import Artefacts, VariantResults, read_all

@@ -23,18 +23,13 @@ from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
 
-from .artefacts.profile_summary import Allocation, Executables, SnapshotDiff
-from .errors import PipelineError
+from ..artefacts.profile_summary import Allocation, Executables, SnapshotDiff
+from ..errors import PipelineError
 
 log = logging.getLogger(__name__)
 
 PACKAGE = "perftools.profiles"
 SAMPLE_TYPES = (("allocations", "count"), ("space", "bytes"))
-INSTALL_HINT = (
-    "go install github.com/google/pprof@latest, or offline from Debian: apt-get install golang-go"
-    " golang-github-google-pprof-dev graphviz && GO111MODULE=off GOPATH=/usr/share/gocode"
-    " go build -o /usr/local/bin/pprof github.com/google/pprof"
-)
 PPROF_TIMEOUT_S = 120
 
 _F = descriptor_pb2.FieldDescriptorProto
@@ -196,12 +191,6 @@ def _labels(path: Path, table: list[str], labels: Any) -> dict[str, Any]:
         key = _text(path, table, label.key)
         out[key] = _text(path, table, label.str) if label.str else int(label.num)
     return out
-
-
-def short_frame(frame: str) -> str:
-    """'function /long/path/file.py:12' -> 'function (file.py:12)'."""
-    name, _, place = frame.rpartition(" ")
-    return f"{name} ({Path(place).name})" if name and place else frame
 
 
 def origin(stack: list[str]) -> str | None:

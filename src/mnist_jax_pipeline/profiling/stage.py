@@ -6,7 +6,7 @@ Trace: the variant's own loop is built on the training split from the trained mo
 the whole epochs that cover them) are traced with `jax.profiler`, each call inside a step
 annotation. The files keep jax.profiler's layout under `trace/` with fixed names, so
 `--logdir <folder>/trace` opens in XProf or TensorBoard and `perfetto_trace.json.gz` in
-ui.perfetto.dev; op_table.py parses the trace into the per-op table of summary.json.
+ui.perfetto.dev; profiling/op_table.py parses the trace into the per-op table of summary.json.
 
 Snapshots: on the default JAX device it replays (1) the parameter initialisation, (2) one training
 step on a real batch starting from the trained model (compiled unless the variant runs op by op),
@@ -33,24 +33,27 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import console, loops, op_table, paths, pprof, variants
-from .artefacts import storage
-from .artefacts.dataset import load_split
-from .artefacts.model_file import HostParams, layer_sizes_of, load_model
-from .artefacts.profile_summary import (
+from .. import console, loops, paths, variants
+from ..artefacts import storage
+from ..artefacts.dataset import load_split
+from ..artefacts.model_file import HostParams, layer_sizes_of, load_model
+from ..artefacts.profile_summary import (
+    INSTALL_HINT,
     Allocation,
     PeakMemory,
     PprofTools,
     ProfileSummary,
     Snapshot,
     Trace,
+    short_frame,
 )
-from .config import NUM_CLASSES, Params, load
-from .errors import PipelineError
-from .loops.base import TrainState, batch_bounds, epoch_order, make_optimizer, make_update
-from .model import MLPParams, batched_predict, init_params, one_hot, smoothed_targets
-from .runtime import exclusive, peak_rss_bytes
-from .train import loop_inputs
+from ..config import Params, load
+from ..dataset_facts import NUM_CLASSES
+from ..errors import PipelineError
+from ..loops.base import TrainState, batch_bounds, epoch_order, loop_inputs, make_optimizer, make_update
+from ..model import MLPParams, batched_predict, init_params, one_hot, smoothed_targets
+from ..runtime import exclusive, peak_rss_bytes
+from . import op_table, pprof
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +179,7 @@ def explain(totals: pprof.Totals, candidates: list[Candidate]) -> str:
     top = totals.top[0]
     share = f"{top.bytes / totals.total_bytes:.0%} of the {totals.total_bytes:,} bytes live"
     kind = top.labels.get("kind", "allocation")
-    where = f", allocated in {pprof.short_frame(top.origin)}," if top.origin else ""
+    where = f", allocated in {short_frame(top.origin)}," if top.origin else ""
     what = _match(top, candidates)
     if what is None:
         return (f"The largest {kind}, {top.count} x {top.bytes // max(top.count, 1):,}"
@@ -270,7 +273,7 @@ def profile(params: Params, variant: str, processed_dir: str | Path, root: str |
         if not available:
             log.warning("pprof or Graphviz dot not on PATH: no .top.txt/.svg call graphs (the report says how"
                         " to install them)")
-            console.details.info("install pprof and Graphviz: %s", pprof.INSTALL_HINT)
+            console.details.info("install pprof and Graphviz: %s", INSTALL_HINT)
         traced = trace(params, variant, model, train_x, train_y, tmp)
         console.details.info("op table of the traced %s calls\n%s", traced.unit,
                              op_table.format_table(traced.table, top=12))
@@ -284,7 +287,7 @@ def profile(params: Params, variant: str, processed_dir: str | Path, root: str |
             expected_bytes=expected_bytes(candidates, model, state, len(train_y)), points=points,
             peak_memory=peak_memory(stats), memory_stats=stats,
             pprof=PprofTools(available=available, binary=found["pprof"], dot=found["dot"], rendered=rendered,
-                             install_hint=pprof.INSTALL_HINT),
+                             install_hint=INSTALL_HINT),
             trace=traced)
         storage.write_model(tmp / "summary.json", summary)
     return summary

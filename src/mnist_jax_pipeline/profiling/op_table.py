@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import paths
-from .artefacts.profile_summary import MatmulTotals, OpRow, OpTable, Timeline, TimelineEvent
-from .errors import PipelineError
+from .. import paths
+from ..artefacts.profile_summary import MatmulTotals, OpRow, OpTable, Timeline, TimelineEvent
+from ..errors import PipelineError
 
 Event = dict[str, Any]
 STEP_ANNOTATION = "train_step"  # the jax.profiler.StepTraceAnnotation around every traced call

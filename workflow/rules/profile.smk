@@ -1,0 +1,17 @@
+# profile (one job per variant: execution trace and device memory, alone on the machine), after train
+
+
+rule profile:
+    input:
+        stage_inputs("profile"),
+    output:
+        **stage_outputs("profile"),
+    params:
+        **stage_params("profile"),
+    log:
+        "logs/profile_{variant}.log",
+    wildcard_constraints:
+        variant="|".join(VARIANTS),
+    threads: workflow.cores
+    shell:
+        stage_command("profile")

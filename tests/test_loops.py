@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import typing
 from argparse import Namespace
 
 import numpy as np
@@ -43,6 +44,14 @@ def test_every_variant_has_a_loop_with_the_protocol(make_params, tiny_processed)
             signature = inspect.signature(getattr(loop, name))
             protocol = inspect.signature(getattr(TrainingLoop, name))
             assert list(signature.parameters) == list(protocol.parameters)[1:], (variant.name, name)
+
+
+def test_every_loop_name_has_its_class_and_what_one_call_runs():
+    """variants.LoopName, the report's call units and loops.LOOPS name the same classes."""
+    names = set(typing.get_args(variants.LoopName))
+    assert set(loops.LOOPS) == names, "a LoopName without its class in loops.LOOPS, or a class without its name"
+    assert set(variants.CALL_UNIT) == names, "a LoopName without its CALL_UNIT in variants.py"
+    assert {v.loop for v in variants.VARIANTS} <= names
 
 
 def test_every_loop_uses_the_epoch(make_params, tiny_processed):

@@ -19,6 +19,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from ..artefacts.training import XlaAnalysis
+from ..variants import Variant
 from .base import LoopInputs, TrainState, epoch_permutation, xla_analysis
 
 
@@ -26,6 +27,11 @@ class ScanLoop:
     """One compiled, donated `lax.scan` per epoch over device-resident data."""
 
     steps_done = 0  # an epoch is one call: its steps show when the epoch has been awaited
+
+    @classmethod
+    def for_variant(cls, variant: Variant, inputs: LoopInputs) -> ScanLoop:
+        """The loop of `variant` (always compiled: the scan is one program), on every local device."""
+        return cls(inputs)
 
     def __init__(self, inputs: LoopInputs, devices: list[jax.Device] | None = None):
         self.inputs = inputs

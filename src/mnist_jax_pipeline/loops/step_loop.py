@@ -13,11 +13,17 @@ import jax
 import jax.numpy as jnp
 
 from ..artefacts.training import XlaAnalysis
+from ..variants import Variant
 from .base import LoopInputs, TrainState, Update, batch_bounds, epoch_order, xla_analysis
 
 
 class StepLoop:
     """One update call per batch, op by op (`jit=False`) or through a compiled step (`jit=True`)."""
+
+    @classmethod
+    def for_variant(cls, variant: Variant, inputs: LoopInputs) -> StepLoop:
+        """The loop of `variant`: its steps compiled when the variant says `jit`."""
+        return cls(inputs, jit=variant.jit)
 
     def __init__(self, inputs: LoopInputs, *, jit: bool):
         self.inputs = inputs

@@ -261,7 +261,7 @@ def _trace(variant: str, summary: ProfileSummary) -> TraceView:
 
 def _arguments(name: str, xla: XlaAnalysis, summary: ProfileSummary | None) -> tuple[str, bool | None]:
     """What a compiled step's arguments are, and whether XLA's argument bytes are exactly that."""
-    scan = variants.get(name).loop == "ScanLoop"
+    scan = variants.get(name).call_unit == "epoch"
     parts = (("state", "training state"), ("train_images", "training images"), ("train_targets", "one-hot targets")) \
         if scan else (("state", "training state"), ("batch_images", "batch images"), ("batch_targets", "batch targets"))
     if summary is None:
@@ -280,11 +280,11 @@ def _xla_rows(art: Artefacts) -> list[XlaRow]:
             continue
         spec = variants.get(v.name)
         arguments, matches = _arguments(v.name, v.train.xla, art.profiles.get(v.name))
-        scan = spec.loop == "ScanLoop"
+        scan = spec.call_unit == "epoch"
         note = ("the state is donated: its buffers are reused for the output (alias); XLA's cost analysis"
                 " counts the scanned body once, not once per step, so its FLOPs are not the epoch's"
                 if scan else "one compiled update of a full batch; nothing donated")
-        rows.append(XlaRow(name=v.name, unit="epoch" if scan else "step", xla=v.train.xla, arguments=arguments,
+        rows.append(XlaRow(name=v.name, unit=spec.call_unit, xla=v.train.xla, arguments=arguments,
                            matches=matches, note=note))
     return rows
 

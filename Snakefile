@@ -23,6 +23,8 @@ include: "workflow/rules/sweep.smk"
 
 
 onstart:
+    stopped_before_start()
+    check_writable()
     hold_dvc_lock()
 
 

@@ -315,7 +315,7 @@ def test_a_stop_signal_removes_the_temporary_output_and_exits_128_plus_n(trained
     proc.send_signal(sig)
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 128 + sig, stderr
-    assert f"error: stopped by {signal.Signals(sig).name}" in stderr and "Traceback" not in stderr
+    assert f"error: profile@jit stopped by {signal.Signals(sig).name}" in stderr and "Traceback" not in stderr
     assert _debris(trained) == [] and not paths.PROFILE.at("jit", trained).exists()
 
 

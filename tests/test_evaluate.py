@@ -97,5 +97,5 @@ def test_the_evaluate_command_says_its_test_accuracy(report_tree, caplog):
     with caplog.at_level(logging.INFO):
         assert main(["evaluate", "--variant", "jit"]) == 0
     metrics = json.loads((report_tree / "metrics/evaluate/jit.json").read_text())
-    line = f"evaluate@jit: test accuracy {100 * metrics['test_accuracy']:.2f}%, test loss {metrics['test_loss']:.4f}"
+    line = f"test accuracy {100 * metrics['test_accuracy']:.2f}%, test loss {metrics['test_loss']:.4f}"
     assert line in caplog.text

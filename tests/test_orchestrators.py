@@ -11,8 +11,10 @@ from conftest import ROOT
 from mnist_jax_pipeline import freshness
 from mnist_jax_pipeline.config import load
 from mnist_jax_pipeline.stages import STAGES, get
+from workspace import planned_rules
 
-LOG_SUFFIX = " 2>&1 | tee {log}"
+LOG_PREFIX = "MNIST_PIPELINE_LOG={log:q} "
+LOG_SUFFIX = " 2>&1 | (trap '' INT TERM HUP; exec tee -a {log:q})"
 
 
 def is_provenance(path: str) -> bool:
@@ -34,7 +36,8 @@ def snakemake_stages() -> dict[str, dict]:
         for rule in workflow.rules:
             if rule.name not in dvc_stages:  # `all`, and the sweep rules (DVC queues sweeps as experiments)
                 continue
-            assert rule.shellcmd.endswith(LOG_SUFFIX), f"rule {rule.name} does not keep a log"
+            assert rule.shellcmd.startswith(LOG_PREFIX) and rule.shellcmd.endswith(LOG_SUFFIX), \
+                f"rule {rule.name} does not keep a log"
             assert rule.log, f"rule {rule.name} has no log:"
             wildcard = "{variant" in str(list(rule.output))
             for variant in variants if wildcard else [None]:
@@ -45,10 +48,11 @@ def snakemake_stages() -> dict[str, dict]:
                 name = f"{rule.name}@{variant}" if wildcard else rule.name
                 job = freshness.Job(get(rule.name), variant)
                 stages[name] = {
-                    "cmd": fill(rule.shellcmd[: -len(LOG_SUFFIX)]).strip(),
+                    "cmd": fill(rule.shellcmd[len(LOG_PREFIX): -len(LOG_SUFFIX)]).strip(),
                     # the job's marker and the records of the jobs it reads are Snakemake's means of
-                    # re-running by content (freshness.py), not inputs DVC needs
-                    "deps": {fill(p) for p in rule.input if not is_provenance(fill(p))},
+                    # re-running by content (freshness.py), not inputs DVC needs; the code files are a
+                    # parameter (with their digests, the between-workflow cache's key), not inputs
+                    "deps": {fill(p) for p in rule.input if not is_provenance(fill(p))} | set(rule.params.code),
                     "outs": {fill(p) for p in rule.output},
                     # what decides a re-run: the sections a job's provenance record holds
                     "params": set(freshness.Checker(params).made_from(job)),
@@ -126,9 +130,9 @@ def test_the_default_target_runs_every_stage_dvc_runs(both):
     """`snakemake` (its default target) schedules a job for every stage `dvc repro` runs."""
     import subprocess
 
-    out = subprocess.run(["snakemake", "--dry-run", "--forceall", "--quiet", "rules", "--cores", "1"], cwd=ROOT,
-                         capture_output=True, text=True, check=True).stdout
-    counts = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", out, re.M)}
+    done = subprocess.run(["snakemake", "--dry-run", "--forceall", "--quiet", "rules", "--cores", "1"], cwd=ROOT,
+                          capture_output=True, text=True, check=True)
+    counts = planned_rules(done.stdout + done.stderr)
     _, dvc = both
     expected: dict[str, int] = {}
     for name in dvc:

@@ -31,7 +31,7 @@ def test_off_a_terminal_each_epoch_is_one_plain_line(caplog):
             bar.epoch_finished(epoch, 0.5, 0.25, 0.9, 0.8)
     assert stream.getvalue() == ""
     assert [r.getMessage() for r in caplog.records] == [
-        f"train@jit epoch {e}/2  0.500 s  loss 0.250000  train 90.00%  test 80.00%" for e in (1, 2)]
+        f"epoch {e}/2  0.500 s  loss 0.250000  train 90.00%  test 80.00%" for e in (1, 2)]
 
 
 def test_the_bar_follows_the_loops_counter_a_few_times_a_second():

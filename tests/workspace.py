@@ -69,13 +69,28 @@ def artefacts(ws: Path) -> dict[str, Path]:
     return found
 
 
+PLAN = re.compile(r"^\d+ jobs? to run: (.+)$", re.M)  # the console's plan line (snakemake_logger_plugin_...)
+WOULD_RUN = re.compile(r"^would run (\S+(?: \[[^\]]*\])?): ", re.M)  # a dry run's line for each job
+
+
+def planned_rules(output: str) -> dict[str, int]:
+    """{rule: jobs} of the plan line Snakemake's console printed (`all` and `sweeps` left out)."""
+    found = PLAN.search(output)
+    if found is None:
+        return {}
+    counts = {}
+    for item in found.group(1).split(", "):
+        rule, _, count = item.partition(" (")
+        counts[rule] = int(count.rstrip(")")) if count else 1
+    return counts
+
+
 def snakemake_planned(ws: Path) -> set[str]:
     """Rule names of the jobs a dry run would execute."""
     out = sh(ws, "snakemake", "--cores", "all", "-n")
     if "Nothing to be done" in out:
         return set()
-    table = out.split("Job stats:", 1)[1]
-    return {m.group(1) for m in re.finditer(r"^(\w+)\s+\d+$", table, re.M)} - {"total", "all"}
+    return set(planned_rules(out))
 
 
 def dvc_ran(output: str) -> set[str]:
@@ -91,15 +106,7 @@ def copy_workspace(base: Path, parent: Path, name: str) -> Path:
 
 def snakemake_jobs(ws: Path) -> set[str]:
     """The jobs a dry run would execute, named as DVC names its stages (`train@jit`), `all` left out."""
-    out = sh(ws, "snakemake", "--cores", "all", "-n")
-    found = set()
-    for block in re.split(r"\n(?=\[.*\]\n(?:local)?rule )", out):
-        rule = re.search(r"^(?:local)?rule (\w+):", block, re.M)
-        if rule is None or rule.group(1) == "all":
-            continue
-        variant = re.search(r"wildcards: variant=(\w+)", block)
-        found.add(f"{rule.group(1)}@{variant.group(1)}" if variant else rule.group(1))
-    return found
+    return set(WOULD_RUN.findall(sh(ws, "snakemake", "--cores", "all", "-n")))
 
 
 def dvc_stale(ws: Path) -> set[str]:

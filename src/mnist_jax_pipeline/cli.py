@@ -2,9 +2,10 @@
 
 Each command names the module whose `main(args)` runs it; the module is imported only when its
 command runs, so a stage loads (and its code deps cover) only what it uses. Errors the user
-can act on print one line (`error: ...`) and exit 1; `--verbose` adds the traceback. SIGINT,
-SIGTERM and SIGHUP (Ctrl-C, `timeout`, Slurm, `docker stop`, a closed terminal) stop a stage the
-same way: its temporary outputs are removed and it exits with 128 + the signal's number.
+can act on print one line (`error: ...`) and exit 1; `--verbose` adds the traceback. Log lines name
+the job (console.py). SIGINT, SIGTERM and SIGHUP (Ctrl-C, `timeout`, Slurm, `docker stop`, a closed
+terminal) stop a stage the same way: its temporary outputs are removed, it says so in one line naming
+the job, and it exits with 128 + the signal's number.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
-from . import paths, variants
+from . import console, paths, variants
 from .artefacts import storage
 from .artefacts.storage import discard_temps
 from .errors import PipelineError, clip
@@ -232,8 +233,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for stream in (sys.stdout, sys.stderr):  # a character the locale cannot encode (LC_ALL=C) prints as \uXXXX
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="backslashreplace")
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
+    label = console.job_label(args.command, getattr(args, "variant", None), getattr(args, "root", "."))
+    console.configure(label, args.verbose)
     for noisy in ("absl", "jax._src", "matplotlib", "PIL", "tensorflow"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     previous = {sig: signal.signal(sig, _stop) for sig in STOP_SIGNALS}
@@ -262,7 +263,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         discard_temps()
         signum = err.signum if isinstance(err, Stopped) else signal.SIGINT
         name = signal.Signals(signum).name
-        print(f"error: stopped by {name}; its temporary files were removed, nothing is half-written", file=sys.stderr)
+        print(f"error: {label} stopped by {name}; its temporary files were removed, nothing is half-written",
+              file=sys.stderr)
         return 128 + signum
     finally:
         for sig, handler in previous.items():

@@ -67,6 +67,4 @@ def main(args: argparse.Namespace) -> None:
     load(args.params)
     with exclusive(f"evaluate@{args.variant}"):
         metrics = evaluate(args.variant, args.processed, args.root)
-    where = "" if args.root == "." else f" ({args.root})"
-    log.info("evaluate@%s%s: test accuracy %.2f%%, test loss %.4f", args.variant, where,
-             100 * metrics.test_accuracy, metrics.test_loss)
+    log.info("test accuracy %.2f%%, test loss %.4f", 100 * metrics.test_accuracy, metrics.test_loss)

@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import loops, op_table, paths, pprof, variants
+from . import console, loops, op_table, paths, pprof, variants
 from .artefacts import storage
 from .artefacts.dataset import load_split
 from .artefacts.model_file import HostParams, layer_sizes_of, load_model
@@ -265,14 +265,17 @@ def profile(params: Params, variant: str, processed_dir: str | Path, root: str |
                 diff=pprof.diff(tmp / f"{point}.prof", tmp / f"{base}.prof", params.profile.top_allocations, stage)
                 if base else None)
             rendered += pprof.render(tmp / f"{point}.prof", tmp, tmp / f"{base}.prof" if base else None)
-            log.info("profile@%s %s: %s", variant, point, points[point].explanation)
+            console.details.info("%s: %s", point, points[point].explanation)
         available = found["pprof"] is not None and found["dot"] is not None
         if not available:
-            log.warning("pprof or Graphviz dot not on PATH; no .top.txt/.svg written. Install: %s",
-                        pprof.INSTALL_HINT)
+            log.warning("pprof or Graphviz dot not on PATH: no .top.txt/.svg call graphs (the report says how"
+                        " to install them)")
+            console.details.info("install pprof and Graphviz: %s", pprof.INSTALL_HINT)
         traced = trace(params, variant, model, train_x, train_y, tmp)
-        log.info("profile@%s: traced %d %s call(s)\n%s", variant, traced.calls, traced.unit,
-                 op_table.format_table(traced.table, top=12))
+        console.details.info("op table of the traced %s calls\n%s", traced.unit,
+                             op_table.format_table(traced.table, top=12))
+        log.info("traced %d %s call(s), step time %.3f ms; the op table and the memory snapshots are in the"
+                 " report", traced.calls, traced.unit, traced.table.step_us / 1e3)
         stats = memory_stats(device)
         state = initial_state(params, model, len(train_y))
         summary = ProfileSummary(

@@ -82,7 +82,7 @@ class EpochProgress:
         """After the epoch's clock stopped: the epoch's figures on the bar, or as one log line."""
         summary = (f"{seconds:.3f} s  loss {loss:.6f}  train {100 * train_acc:.2f}%  test {100 * test_acc:.2f}%")
         if self.bar is None:
-            log.info("%s epoch %d/%d  %s", self.label, epoch, self.epochs, summary)
+            log.info("epoch %d/%d  %s", epoch, self.epochs, summary)  # the line names the job (console.py)
             return
         self._stop.set()
         if self._thread is not None:

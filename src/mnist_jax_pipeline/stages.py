@@ -269,10 +269,11 @@ def _snakemake_paths(artefact: paths.Artefact, consumer: Stage, variant_names: t
 
 @cache
 def snakemake_inputs(name: str, variant_names: tuple[str, ...]) -> list[str]:
-    """Upstream files and code files of a stage (computed once per workflow parse)."""
+    """The upstream files a stage reads (computed once per workflow parse). Its code files are no
+    Snakemake input: the provenance check compares their digests (freshness.py), and the rules carry
+    them as a parameter, the key of Snakemake's between-workflow cache (workflow/rules/common.smk)."""
     stage = get(name)
-    files = [f for a in stage.inputs for f in _snakemake_paths(a, stage, variant_names)]
-    return files + code_files(stage)
+    return [f for a in stage.inputs for f in _snakemake_paths(a, stage, variant_names)]
 
 
 def point_inputs(name: str, point: str) -> list[str]:
@@ -283,7 +284,7 @@ def point_inputs(name: str, point: str) -> list[str]:
     for artefact in stage.inputs:
         for path in _snakemake_paths(artefact, stage, ()):
             files.append(path if artefact.made_by in shared else f"{point}/{path}")
-    return files + code_files(stage)
+    return files
 
 
 def snakemake_targets(variant_names: tuple[str, ...]) -> list[str]:

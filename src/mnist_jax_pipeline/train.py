@@ -20,7 +20,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from . import loops, paths, variants
+from . import console, loops, paths, variants
 from .artefacts import storage
 from .artefacts.dataset import load_split
 from .artefacts.model_file import ModelMetadata, save_model
@@ -95,8 +95,9 @@ def run_epochs(loop: loops.TrainingLoop, state: TrainState, epochs: int, after_e
     return Run(state, compile_seconds, epoch_seconds, loop.analysis())
 
 
-def train(params: Params, variant_name: str, data: Dataset) -> tuple[Run, list[EpochRecord]]:
-    """Train one variant; return the run and its per-epoch history. Stops on a non-finite loss."""
+def train(params: Params, variant_name: str, data: Dataset, *, label: str = "") -> tuple[Run, list[EpochRecord]]:
+    """Train one variant; return the run and its per-epoch history. Stops on a non-finite loss.
+    `label` names the job on its progress bar (console.job_label; default `train@<variant>`)."""
     variant = variants.get(variant_name)
     if data.train_images.shape[1] != params.model.layer_sizes[0]:
         raise PipelineError(f"{paths.PROCESSED.path}: images have {data.train_images.shape[1]} pixels but"
@@ -104,7 +105,8 @@ def train(params: Params, variant_name: str, data: Dataset) -> tuple[Run, list[E
     inputs = loop_inputs(params, data.train_images, data.train_labels)
     loop = loops.build(variant, inputs)
     steps = len(batch_bounds(len(data.train_labels), params.train.batch_size))
-    bar = EpochProgress(f"train@{variant.name}", params.train.epochs, steps, lambda: loop.steps_done)
+    bar = EpochProgress(label or console.job_label("train", variant.name), params.train.epochs, steps,
+                        lambda: loop.steps_done)
     history: list[EpochRecord] = []
 
     def after_epoch(epoch: int, seconds: float, state: TrainState) -> None:
@@ -149,7 +151,7 @@ def main(args: argparse.Namespace) -> None:
     storage.check_writable(*outputs)
     data = load_dataset(args.processed)
     with exclusive(f"train@{variant}") as lock:
-        run, history = train(params, variant, data)
+        run, history = train(params, variant, data, label=console.job_label("train", variant, root))
     metrics = summarize(run, history, len(data.train_labels), params.train.batch_size)
     weights = [(np.asarray(w), np.asarray(b)) for w, b in run.state.params]
     metadata = ModelMetadata(variant=variant, layer_sizes=list(params.model.layer_sizes),

@@ -167,13 +167,19 @@ if problems:
     print("\n".join(problems), file=sys.stderr)
     sys.exit(1)
 EOF
+snakemake_log_of() {  # <console output>: Snakemake's own log of that run, which names every job as `rule X:`
+  local named                # or `localrule X:` (the console names jobs by their stage), from the console's end line
+  named="$(sed -n "s/.*Snakemake's own log: //p" "$1" | tail -n 1)"
+  [ -n "$named" ] && [ -s "$WS/$named" ] || fail "$1 names no Snakemake log"
+  echo "$WS/$named"
+}
 check_jobs() {  # <snakemake log> <rule>... : every job of these rules ran through Slurm and completed
   local snakelog=$1; shift
   [ -s "$WORK/jobcomp.txt" ] || fail "Slurm wrote no job completion log"
   python "$WORK/check_jobs.py" "$WS" "$WORK/jobcomp.txt" "$snakelog" "$@" \
     || fail "Slurm's records do not show every rule as a Slurm job"
 }
-check_jobs "$WORK/snakemake.log" $EXPECTED_RULES
+check_jobs "$(snakemake_log_of "$WORK/snakemake.log")" $EXPECTED_RULES
 [ -s "$WS/reports/report.html" ] || fail "no reports/report.html"
 ( cd "$WS" && snakemake --cores 1 -n 2>&1 | grep -q "Nothing to be done" ) || fail "a local dry run after the Slurm run still has work"
 
@@ -184,8 +190,9 @@ SWEEP_START=$(date +%s)
 RC=$?
 SWEEP_S=$(( $(date +%s) - SWEEP_START ))
 if [ $RC != 0 ]; then tail -60 "$WORK/sweep.log"; fail "the sweep through Slurm exited with $RC"; fi
-grep -qE "^(localrule|rule) (download|preprocess):" "$WORK/sweep.log" && fail "the sweep ran the shared stages again"
-check_jobs "$WORK/sweep.log" sweep_point sweep_train sweep_evaluate sweep_compare
+SWEEP_SNAKELOG="$(snakemake_log_of "$WORK/sweep.log")"
+grep -qE "^(localrule|rule) (download|preprocess):" "$SWEEP_SNAKELOG" && fail "the sweep ran the shared stages again"
+check_jobs "$SWEEP_SNAKELOG" sweep_point sweep_train sweep_evaluate sweep_compare
 for point in step_size=0.05 step_size=0.1; do
   [ -s "$WS/sweeps/slurm/$point/metrics/evaluate/jit.json" ] || fail "sweep point $point has no metrics"
 done

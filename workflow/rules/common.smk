@@ -1,14 +1,18 @@
 # The parameters and the stage table (src/mnist_jax_pipeline/stages.py) as rules see them.
+import asyncio
 import contextlib
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
-from mnist_jax_pipeline import freshness, paths, runtime, stages, sweeps, variants
+from mnist_jax_pipeline import console, freshness, paths, runtime, stages, sweeps, variants
+from mnist_jax_pipeline.artefacts import storage
 from mnist_jax_pipeline.config import load, validate
 from mnist_jax_pipeline.errors import PipelineError
 
@@ -63,9 +67,10 @@ def mark_one(path, reasons, outputs):
 
 
 mark(JOBS, STALE)
-for job, reasons in STALE.items():
-    if job.stamp_path.exists():  # a job never run needs no explanation
-        print(f"{job.name}: not current: {reasons[0]}", file=sys.stderr)
+if workflow.output_settings.verbose:  # Snakemake's own console names the marker; the calm one its first line
+    for job, reasons in STALE.items():
+        if job.stamp_path.exists():  # a job never run needs no explanation
+            print(f"{job.name}: not current: {reasons[0]}", file=sys.stderr)
 
 
 def settle(jobs):
@@ -79,9 +84,63 @@ def settle(jobs):
 settle(JOBS)
 
 
+# --- before any job runs: one line where a job could not write, none of Snakemake's tracebacks ---
+LOGS = Path("logs")  # the rules' log: files
+
+
+def refuse(problem):
+    if problem:
+        sys.exit(f"error: {problem}")
+
+
+# A file where an output folder belongs (`models` a file) stops Snakemake's DAG with a traceback: say so first.
+refuse(storage.obstacle([p for job in JOBS for p in [*job.outputs(), job.stamp_path]] + [LOGS / "check.log"],
+                        probe=False))
+
+
+def check_writable():
+    """Every output and log of the jobs about to run can be written (onstart): a read-only reports/, say,
+    is one line here, not a failed job or Snakemake's own error once a job starts."""
+    jobs = workflow.dag.needrun_jobs()
+    refuse(storage.obstacle([str(p) for job in jobs for p in [*job.output, *job.log]]))
+
+
+# Ctrl-C reaches Snakemake and every job in its process group. Each stage stops itself (it removes its
+# temporary files and says so in one line), and Snakemake is asked to stop as on SIGTERM: no new job
+# starts, the running ones are waited for. Its own handling, a KeyboardInterrupt raised wherever it is,
+# leaves tracebacks of its event loops when the interrupt lands in one (a second Ctrl-C, say).
+STOPPING = []
+
+
+def stop(signum, frame):
+    name = signal.Signals(signum).name
+    graceful = signal.getsignal(signal.SIGTERM)  # the scheduler's, once it runs jobs
+    if callable(graceful):
+        if not STOPPING:
+            print(f"{name}: stopping; the running jobs stop and clean up, no new job starts", file=sys.stderr)
+        STOPPING.append(signum)
+        # from a thread: the handler takes a lock the interrupted code may hold
+        threading.Thread(target=graceful, args=(signal.SIGTERM, None), daemon=True).start()
+        return
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # parsing: stop now
+        raise SystemExit(f"error: stopped by {name} before any job started") from None
+    STOPPING.append(signum)  # building the DAG, in an event loop: stop before the first job (onstart)
+
+
+signal.signal(signal.SIGINT, stop)
+
+
+def stopped_before_start():
+    if STOPPING:
+        sys.exit(f"error: stopped by {signal.Signals(STOPPING[0]).name} before any job started")
+
+
 def stage_inputs(name):
-    """The job's marker, the records of the jobs it reads, then its upstream files and code files,
-    ancient(): their times decide nothing."""
+    """The job's marker, the records of the jobs it reads, then the files it reads of them, ancient():
+    their times decide nothing. Its code files are no input: a code change makes the job stale by
+    content, which gives its marker new content."""
     stage = stages.get(name)
     own = (MARKERS / Path(stage.stamp.path).name).as_posix()
     upstream = []
@@ -104,14 +163,29 @@ def stage_outputs(name):
 
 
 def stage_params(name):
-    """The params.yaml sections a stage reads. They decide no re-run (the provenance records do), but they
-    are part of the key of Snakemake's between-workflow cache, so a cached output is one of these values."""
-    return {section: config[section] for section in stages.get(name).params}
+    """The params.yaml sections a stage reads and the digest of each code file it runs. They decide no
+    re-run (the provenance records do), but they are the key of Snakemake's between-workflow cache, so a
+    cached output is one of these values, made by this code."""
+    stage = stages.get(name)
+    return {"values": {section: config[section] for section in stage.params}, "code": CHECKER.code(stage)}
+
+
+# Snakemake's between-workflow cache (docs/scaling-out.md) for download and preprocess, when the run asks
+# for it (--cache): otherwise Snakemake would say on every run that both rules could be cached.
+CACHE = "omit-software" if workflow.workflow_settings.cache is not None else False
+
+
+def logged(command):
+    """A job's shell command: what it prints goes to the console and to its log, and its details (the
+    profile's op table) to its log only (MNIST_PIPELINE_LOG, src/mnist_jax_pipeline/console.py). tee ignores
+    the stop signals, which reach the whole process group, so the stage's own line on stopping reaches both;
+    it appends, to the file Snakemake removed before the job and the stage appends its details to."""
+    return f"{console.LOG_ENV}={{log:q}} {command} 2>&1 | (trap '' INT TERM HUP; exec tee -a {{log:q}})"
 
 
 def stage_command(name):
-    """The stage's command, its output also kept in the job's log."""
-    return stages.get(name).cmd("{wildcards.variant}") + " 2>&1 | tee {log}"
+    """The stage's command (the one dvc.yaml runs), logged."""
+    return logged(stages.get(name).cmd("{wildcards.variant}"))
 
 
 DVC_LOCK = Path(".dvc/tmp/lock")  # DVC's own repository lock: one run at a time, across both tools
@@ -172,15 +246,17 @@ def record_in_dvc():
     names = {f"{job.rule.name}@{job.wildcards_dict['variant']}" if "variant" in job.wildcards_dict else job.rule.name
              for job in workflow.dag.jobs}
     checker = freshness.Checker(load("params.yaml"))
-    current = []
+    current, left = [], []
     for job in JOBS:
         if job.name not in names:
             continue
         problems = checker.problems(job)
-        if problems:
-            print(f"dvc.lock: {job.name} not recorded: {problems[0]}", file=sys.stderr)
-        else:
-            current.append(job.name)
+        (left if problems else current).append((job.name, problems[:1]))
+    if left:  # one line: after a failed or stopped run, every job after the failed one is here
+        first, (problem,) = left[0]
+        others = f" (and {', '.join(name for name, _ in left[1:])})" if left[1:] else ""
+        print(f"dvc.lock: not current, so not recorded: {first}: {problem}{others}", file=sys.stderr)
+    current = [name for name, _ in current]
     if not current:
         return
     done = subprocess.run(["dvc", "commit", "--force", "--quiet", *current], capture_output=True, text=True)
@@ -248,8 +324,8 @@ def point_inputs(name):
 
 def point_command(stage):
     """A per-variant stage's command for one sweep point, under the point's folder."""
-    return (f"{POINT_LOCK} mnist-pipeline --params {{input.params}} {stage} --variant {{wildcards.variant}}"
-            " --root sweeps/{wildcards.sweep}/{wildcards.point:q} 2>&1 | tee {log}")
+    return logged(f"{POINT_LOCK} mnist-pipeline --params {{input.params}} {stage} --variant {{wildcards.variant}}"
+                  " --root sweeps/{wildcards.sweep}/{wildcards.point:q}")
 
 
 def sweeps_command():

@@ -10,7 +10,7 @@ rule check:
     output:
         **stage_outputs("check"),
     params:
-        values=stage_params("check"),
+        **stage_params("check"),
     log:
         "logs/check.log",
     shell:
@@ -22,9 +22,9 @@ rule download:
         stage_inputs("download"),
     output:
         **stage_outputs("download"),
-    cache: "omit-software"
+    cache: CACHE
     params:
-        values=stage_params("download"),
+        **stage_params("download"),
     log:
         "logs/download.log",
     threads: workflow.cores
@@ -37,9 +37,9 @@ rule preprocess:
         stage_inputs("preprocess"),
     output:
         **stage_outputs("preprocess"),
-    cache: "omit-software"
+    cache: CACHE
     params:
-        values=stage_params("preprocess"),
+        **stage_params("preprocess"),
     log:
         "logs/preprocess.log",
     shell:

@@ -8,7 +8,7 @@ rule profile:
     output:
         **stage_outputs("profile"),
     params:
-        values=stage_params("profile"),
+        **stage_params("profile"),
     log:
         "logs/profile_{variant}.log",
     wildcard_constraints:
@@ -31,7 +31,7 @@ rule report:
         ],
         stamp=update(stages.get("report").stamp.path),
     params:
-        values=stage_params("report"),
+        **stage_params("report"),
     log:
         "logs/report.log",
     shell:

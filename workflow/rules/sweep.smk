@@ -26,7 +26,7 @@ rule sweep_point:
     log:
         "logs/sweeps/{sweep}/{point}/params.log",
     shell:
-        "mnist-pipeline sweep-point --sweep {wildcards.sweep:q} --point {wildcards.point:q} 2>&1 | tee {log}"
+        logged("mnist-pipeline sweep-point --sweep {wildcards.sweep:q} --point {wildcards.point:q}")
 
 
 rule sweep_train:
@@ -66,4 +66,4 @@ rule sweep_compare:
     log:
         "logs/sweeps/{sweep}/compare.log",
     shell:
-        "mnist-pipeline compare --sweep {wildcards.sweep:q} 2>&1 | tee {log}"
+        logged("mnist-pipeline compare --sweep {wildcards.sweep:q}")

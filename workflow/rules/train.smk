@@ -7,7 +7,7 @@ rule train:
     output:
         **stage_outputs("train"),
     params:
-        values=stage_params("train"),
+        **stage_params("train"),
     log:
         "logs/train_{variant}.log",
     wildcard_constraints:
@@ -23,7 +23,7 @@ rule evaluate:
     output:
         **stage_outputs("evaluate"),
     params:
-        values=stage_params("evaluate"),
+        **stage_params("evaluate"),
     log:
         "logs/evaluate_{variant}.log",
     wildcard_constraints:

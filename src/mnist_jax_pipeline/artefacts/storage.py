@@ -17,7 +17,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -70,6 +70,31 @@ def check_writable(*paths: str | Path) -> None:
                 pass
         except OSError as err:
             raise _write_error(Path(path), err) from err
+
+
+def obstacle(paths: Iterable[str | Path], probe: bool = True) -> str | None:
+    """One line on the first of `paths` that could not be written, None when all could, writing nothing:
+    the nearest existing path above it is a file (`models` a file, where models/jit.safetensors goes),
+    or (`probe`) no file can be created in that folder (a read-only folder or file system; probed with
+    a file that has no name)."""
+    probed: set[Path] = set()
+    for path in map(Path, paths):
+        folder = path.parent
+        while not folder.is_dir():
+            if folder.exists() or folder.is_symlink():
+                return (f"{folder}: not a folder, and the pipeline keeps {path} in it; move it away or delete it,"
+                        " then run again")
+            folder = folder.parent
+        if not probe or folder in probed:
+            continue
+        probed.add(folder)
+        try:
+            with tempfile.TemporaryFile(dir=folder, prefix=f"{TMP_PREFIX}probe."):
+                pass
+        except OSError as err:
+            return (f"{folder}: cannot write ({err.strerror}), and {path} is written there; make it writable"
+                    f" (chmod u+w {folder}) or run in a writable copy of the project")
+    return None
 
 
 def _temp_prefix(path: Path) -> str:

@@ -24,7 +24,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from .. import paths, progress
+from .. import console, paths, progress
 from ..artefacts import storage
 from ..artefacts.dataset import Manifest, SourceFile, SplitCount
 from ..config import Params, load
@@ -116,7 +116,8 @@ def _prepare_with_tfds(dataset: str, data_dir: Path, manual_dir: Path | None) ->
         force_checksums_validation=True,
     )
     try:
-        builder.download_and_prepare(download_config=config)
+        with console.prints_to_details():
+            builder.download_and_prepare(download_config=config)
     except Exception as err:  # TFDS raises many types; keep its word, one line
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise PipelineError(f"TFDS could not prepare {dataset}: {first_line}") from err
@@ -199,7 +200,7 @@ def download(params: Params, out_dir: str | Path = paths.RAW.path, mirror: str |
             dataset=dataset, tfds_version=tfds.__version__, builder_version=str(builder.info.version),
             files={p.name: SourceFile(sha256=p.sha256, size=p.size, url=p.url) for p in pinned}, splits=splits)
         storage.write_model(tmp / "manifest.json", manifest)
-    log.info("download: %s prepared in %.1f s", dataset, time.perf_counter() - started)
+    log.info("%s prepared in %.1f s", dataset, time.perf_counter() - started)
     return manifest
 
 

@@ -140,7 +140,7 @@ def render(params: Params, params_path: str) -> None:
     storage.write_rows(paths.VARIANTS_HISTORY.path, rows, VariantEpoch)
     storage.write_text(paths.REPORT_HTML.path, html)
     storage.write_text(paths.REPORT_MD.path, summary)
-    log.info("report: wrote %s, %s and %d figures in %s", paths.REPORT_HTML.path, paths.REPORT_MD.path,
+    log.info("wrote %s, %s and %d figures in %s", paths.REPORT_HTML.path, paths.REPORT_MD.path,
              len(pngs), paths.REPORT_FIGURES.path)
 
 

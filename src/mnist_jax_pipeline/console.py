@@ -1,0 +1,79 @@
+"""What a stage says on the console, and under which name.
+
+Every log line of a stage names its job: `train@jit`, and for a sweep point also the point,
+`train@jit_scan [step_size/step_size=0.05]`, so the lines of jobs running side by side can be told
+apart. Snakemake's console names its jobs the same way (src/snakemake_logger_plugin_mnist_pipeline).
+
+Details (the profile stage's op table, its memory explanations) go to the `details` logger: under
+Snakemake, whose rules set MNIST_PIPELINE_LOG to the job's log file, they are written there and not
+to the console; elsewhere (dvc repro, a stage run by hand) they are logged like any other line. The
+report shows them too. This module imports nothing heavy: Snakemake loads it at every start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+LOG_ENV = "MNIST_PIPELINE_LOG"  # the job's log file (Snakemake's `log:`), set by the rules' commands
+SWEEPS = Path("sweeps")  # sweep points live in sweeps/<sweep>/<point>/ (sweeps.py)
+HANDLER = "mnist-pipeline"  # the name of the handlers configure() installs, so a second call replaces them
+details = logging.getLogger("mnist_jax_pipeline.details")
+
+
+def job_label(stage: str, variant: str | None = None, root: str | Path = ".") -> str:
+    """`stage@variant`, with the sweep point (its folder under sweeps/) or the other root in brackets."""
+    name = f"{stage}@{variant}" if variant else stage
+    where = Path(root)
+    if where == Path("."):
+        return name
+    if SWEEPS in where.parents:
+        where = where.relative_to(SWEEPS)
+    return f"{name} [{where.as_posix()}]"
+
+
+def _replace(logger: logging.Logger, handler: logging.Handler) -> None:
+    for old in [h for h in logger.handlers if h.name == HANDLER]:
+        logger.removeHandler(old)
+        old.close()
+    handler.name = HANDLER
+    logger.addHandler(handler)
+
+
+def configure(label: str, verbose: bool = False) -> None:
+    """Log lines as `HH:MM:SS LEVEL <label> message` on stderr; details to MNIST_PIPELINE_LOG when it is set."""
+    fmt = logging.Formatter(f"%(asctime)s %(levelname)s {label.replace('%', '%%')} %(message)s", "%H:%M:%S")
+    root = logging.getLogger()
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    console = logging.StreamHandler(sys.stderr)
+    console.setFormatter(fmt)
+    _replace(root, console)
+    log_file = os.environ.get(LOG_ENV)
+    details.propagate = not log_file
+    if log_file:
+        # appended: the rule's `tee -a` writes the console's lines into the same file
+        into_log = logging.FileHandler(log_file, mode="a", encoding="utf-8", delay=True)
+        into_log.setFormatter(fmt)
+        _replace(details, into_log)
+    else:
+        for old in [h for h in details.handlers if h.name == HANDLER]:
+            details.removeHandler(old)
+            old.close()
+
+
+@contextlib.contextmanager
+def prints_to_details() -> Iterator[None]:
+    """What a library prints on stdout meanwhile (TFDS's notes) goes to the details, line by line."""
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            yield
+    finally:
+        for line in printed.getvalue().splitlines():
+            if line.strip():
+                details.info("%s", line)

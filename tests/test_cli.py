@@ -85,9 +85,10 @@ def test_sweep_point_is_left_out_of_the_help_and_still_runs(tmp_path, capsys, mo
     assert "epochs: 2" in (tmp_path / "sweeps" / "s" / "epochs=2" / "params.yaml").read_text()
 
 
-def test_a_backend_plugin_that_cannot_start_is_one_warning_line(capsys):
+def test_a_backend_plugin_that_cannot_start_is_one_warning_line():
     """JAX logs a plugin it cannot start (a CUDA build without a GPU) with a traceback, then runs on
     the CPU: the pipeline's logging makes that one warning line naming the cause."""
+    import io
     import logging
 
     from mnist_jax_pipeline.runtime import quiet_backend_fallback
@@ -95,7 +96,8 @@ def test_a_backend_plugin_that_cannot_start_is_one_warning_line(capsys):
     quiet_backend_fallback()
     quiet_backend_fallback()  # once is enough, twice changes nothing
     logger = logging.getLogger("jax._src.xla_bridge")
-    handler = logging.StreamHandler()
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
     handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
     logger.addHandler(handler)
     try:
@@ -105,7 +107,7 @@ def test_a_backend_plugin_that_cannot_start_is_one_warning_line(capsys):
             logger.exception("Jax plugin configuration error: Exception when calling %s", "xla_cuda12.initialize()")
     finally:
         logger.removeHandler(handler)
-    err = capsys.readouterr().err
+    err = stream.getvalue()
     assert err.count("\n") == 1 and "Traceback" not in err
     assert err.startswith("WARNING Jax plugin configuration error: Exception when calling xla_cuda12.initialize():"
                           " operation cuInit(0) failed: Unknown CUDA error 303; JAX runs on")

@@ -93,6 +93,7 @@ def test_the_reason_is_the_markers_first_line_or_the_jobs_it_follows(tmp_path, m
         "models/jit.safetensors: made with train.epochs: 2 in the record, 1 in params.yaml")
     assert why("Missing output files: provenance/check.json; Updated input files: .snakemake/provenance/check.json"
                ) == "no outputs yet"
+    assert why("Missing output files: provenance/check.json", [".snakemake/provenance/check.json"]) == "no outputs yet"
     upstream = ", ".join(["provenance/train_jit.json", "models/jit.safetensors", "provenance/preprocess.json",
                           "data/processed/train_images.npy"])
     assert why(f"Input files updated by another job: {upstream}") == "after preprocess, train@jit"

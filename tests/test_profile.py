@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import shutil
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ import pytest
 import yaml
 
 from conftest import unavailable
-from mnist_jax_pipeline import loops, paths, variants
+from mnist_jax_pipeline import console, loops, paths, variants
 from mnist_jax_pipeline.artefacts import storage
 from mnist_jax_pipeline.artefacts.model_file import ModelMetadata, save_model
 from mnist_jax_pipeline.artefacts.profile_summary import OpTable, read_summary
@@ -133,11 +134,17 @@ def test_pprof_renders_top_and_svg(run: dict[str, Any]) -> None:
     assert info["available"] is bool(shutil.which("dot"))
 
 
-def test_missing_pprof_still_succeeds(run: dict[str, Any], tmp_path: Path,
-                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_pprof_still_succeeds(run: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                      caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setattr(pprof, "tools", lambda: {"pprof": None, "dot": None})
+    monkeypatch.setattr(console.details, "propagate", True)  # no job log: the details are logged
     shutil.copytree(run["base"] / "models", tmp_path / "models")
-    summary = profile(tiny_params(), "jit", run["processed"], tmp_path)
+    with caplog.at_level(logging.INFO):
+        summary = profile(tiny_params(), "jit", run["processed"], tmp_path)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warnings == ["pprof or Graphviz dot not on PATH: no .top.txt/.svg call graphs (the report says how to"
+                        " install them)"]  # one short line; the install commands are a detail
+    assert any("go build" in r.getMessage() for r in caplog.records if r.name == console.details.name)
     out = paths.PROFILE.at("jit", tmp_path)
     assert summary.pprof.available is False
     assert "go install github.com/google/pprof@latest" in summary.pprof.install_hint

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from conftest import mirror_dir
-from workspace import copy_workspace, downstream, env, make_workspace, sh
+from workspace import WOULD_RUN, copy_workspace, downstream, env, make_workspace, sh
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_data]
 SEQUENCES = int(os.environ.get("MNIST_PIPELINE_SEQUENCES", "8"))
@@ -234,13 +234,7 @@ class Sequences(RuleBasedStateMachine):
         if dry.returncode != 0:  # params.yaml refused: it must be refused in one line
             assert re.search(r"^error: ", plan, re.M) and "Traceback" not in plan, self.failure(plan[-3000:])
             return set(json.loads(out.strip().splitlines()[-1] or "{}")), set()
-        found = set()
-        for block in re.split(r"\n(?=\[.*\]\n(?:local)?rule )", plan):
-            name = re.search(r"^(?:local)?rule (\w+):", block, re.M)
-            if name and name.group(1) != "all":
-                variant = re.search(r"wildcards: variant=(\w+)", block)
-                found.add(f"{name.group(1)}@{variant.group(1)}" if variant else name.group(1))
-        return set(json.loads(out.strip().splitlines()[-1] or "{}")), found
+        return set(json.loads(out.strip().splitlines()[-1] or "{}")), set(WOULD_RUN.findall(plan))
 
     def lock_names_only_what_made_the_outputs(self) -> None:
         """Every stage in dvc.lock: the provenance record it lists was made with the parameters it lists."""

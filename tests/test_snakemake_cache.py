@@ -19,7 +19,7 @@ from workspace import make_workspace, sh, snakemake_planned
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_data]
 CACHED = ("data/raw", "data/processed")
-PREPARED = "download: mnist prepared"  # the download stage's last log line when it really runs
+PREPARED = "INFO download mnist prepared in"  # the download stage's last log line when it really runs
 
 
 def files_under(ws: Path, folder: str) -> dict[str, bytes]:

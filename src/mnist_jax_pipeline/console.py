@@ -55,9 +55,9 @@ def configure(label: str, verbose: bool = False) -> None:
     fmt = logging.Formatter(f"%(asctime)s %(levelname)s {label.replace('%', '%%')} %(message)s", "%H:%M:%S")
     root = logging.getLogger()
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
-    console = logging.StreamHandler(sys.stderr)
-    console.setFormatter(fmt)
-    _replace(root, console)
+    on_console = logging.StreamHandler(sys.stderr)
+    on_console.setFormatter(fmt)
+    _replace(root, on_console)
     log_file = os.environ.get(LOG_ENV)
     details.propagate = not log_file
     if log_file:

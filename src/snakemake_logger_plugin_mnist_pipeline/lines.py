@@ -80,8 +80,10 @@ def _some(files: list[str]) -> str:
     return files[0] + (f" and {len(files) - 1} more" if len(files) > 1 else "")
 
 
-def why(reason: str) -> str:
-    """Snakemake's reason for running a job (dag.Reason, as text), said in a few words."""
+def why(reason: str, inputs: list[str] | None = None) -> str:
+    """Snakemake's reason for running a job (dag.Reason, as text), said in a few words. The job's marker
+    (among `inputs`) says why it is not current when Snakemake names it, or when an output is missing:
+    either way the marker was written as Snakemake read the workflow."""
     reason = re.sub(r"^Finished \(was: (.*)\)$", r"\1", reason, flags=re.S)
     parts: dict[str, list[str]] = {}
     for part in reason.split("; "):
@@ -91,6 +93,8 @@ def why(reason: str) -> str:
         return "forced"
     updated = parts.get("Updated input files", [])
     markers = [f for f in updated if f.startswith(MARKERS)]
+    if not markers and parts.get("Missing output files"):
+        markers = [f for f in inputs or [] if f.startswith(MARKERS)]
     if markers:
         return marker_reason(markers[0])
     upstream = parts.get("Input files updated by another job", [])
@@ -191,7 +195,7 @@ class Console:
             return None
         label = rule_label(rule, dict(getattr(record, "wildcards", {}) or {}))
         self.labels[jobid] = label
-        reason = why(str(getattr(record, "reason", "")))
+        reason = why(str(getattr(record, "reason", "")), list(getattr(record, "input", []) or []))
         return f"would run {label}: {reason}" if self.dryrun else f"{at} start {label}: {reason}"
 
     def _finished(self, jobid: int, at: str) -> str | None:

@@ -115,7 +115,7 @@ STOPPING = []
 def stop(signum, frame):
     name = signal.Signals(signum).name
     graceful = signal.getsignal(signal.SIGTERM)  # the scheduler's, once it runs jobs
-    if callable(graceful) and graceful is not stop:
+    if callable(graceful):
         if not STOPPING:
             print(f"{name}: stopping; the running jobs stop and clean up, no new job starts", file=sys.stderr)
         STOPPING.append(signum)

@@ -164,6 +164,7 @@ def exclusive(name: str) -> Iterator[dict[str, Any]]:
     # process that opened it while another held it locks the same file
     lock = filelock.FileLock(path, thread_local=False, preserve_lock_file=True)
     try:
+        path.open("a").close()  # filelock retries a file it cannot open for ever: say so at once instead
         lock.acquire()
     except OSError as err:
         raise PipelineError(f"{path}: cannot open the lock file of '{name}' ({err.strerror}); make the folder"

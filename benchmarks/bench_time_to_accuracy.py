@@ -1,6 +1,6 @@
 """Time to accuracy: train a preset for its fixed epoch budget over several seeds; report accuracy and time.
 
-    # the preset, seeds 0..4, on the download stage's MNIST (data/raw); without --raw: MNIST_MIRROR's files
+    # the preset, seeds 0..9, on the download stage's MNIST (data/raw); without --raw: MNIST_MIRROR's files
     python benchmarks/bench_time_to_accuracy.py --json --raw data/raw
     # tuning: evaluate on a held-out validation split, never on the test split
     python benchmarks/bench_time_to_accuracy.py --raw data/raw --set preprocess.validation_fraction=0.1666667
@@ -14,8 +14,10 @@ split and pixel transform, and `train.loop_inputs`, `initial_state` and `run_epo
 pipeline's, in its order (TFDS's, which differs from the IDX files'), so `train@jit_scan` with
 the preset reproduces seed 0; without it the IDX files of MNIST_MIRROR are read in file order.
 The training time is the sum of the timed epochs (compilation apart, every clock read after
-`block_until_ready()`); evaluation runs outside the clock. The preset passes when the mean
-accuracy over the seeds reaches the target; `seconds_to_target` is the median training time.
+`block_until_ready()`); evaluation runs outside the clock. The preset passes when every seed's
+accuracy reaches the target (the report gives the min, mean and max); `median_train_seconds` is
+the median over the seeds of the training time of the whole epoch budget (not a time at which the
+target was crossed: accuracy is measured once, after the last epoch).
 With `preprocess.validation_fraction` > 0 the accuracy is measured on the validation split and
 the test split is not read: that is the mode for tuning.
 """
@@ -42,7 +44,7 @@ from mnist_jax_pipeline.artefacts.storage import write_json
 from mnist_jax_pipeline.config import Params, read_yaml, validate
 from mnist_jax_pipeline.data.datasets import SPLIT_FILES
 from mnist_jax_pipeline.data.idx import read_pair
-from mnist_jax_pipeline.data.preprocess import pixel_moments, split_indices, transform
+from mnist_jax_pipeline.data.preprocess import deskew, pixel_moments, split_indices, transform
 from mnist_jax_pipeline.dataset_facts import NUM_CLASSES
 from mnist_jax_pipeline.errors import PipelineError
 from mnist_jax_pipeline.model import loss_and_accuracy
@@ -52,6 +54,7 @@ from mnist_jax_pipeline.train import initial_state, loop_inputs, run_epochs
 ROOT = Path(__file__).resolve().parents[1]
 PRESET = ROOT / "presets" / "time-to-accuracy.yaml"
 TARGET = 0.985
+SEEDS = ",".join(map(str, range(10)))
 VARIANT = "jit_scan"
 
 
@@ -99,9 +102,11 @@ def raw_splits(synthetic: bool, examples: int | None,
 
 
 def prepare(params: Params, synthetic: bool = False, examples: int | None = None, raw_dir: Path | None = None) -> Data:
-    """The preprocess stage's split and transform (mean/std of the kept training pixels), in memory."""
+    """The preprocess stage's deskewing, split and transform (mean/std of the kept training pixels), in memory."""
     train_x, train_y, test_x, test_y, source = raw_splits(synthetic, examples, raw_dir)
     config = params.preprocess
+    if config.deskew:
+        train_x, test_x = deskew(train_x), deskew(test_x)
     if not config.flatten:
         raise SystemExit("error: preprocess.flatten must be true: the MLP takes 784-vectors")
     train_idx, val_idx = split_indices(len(train_y), config)
@@ -153,19 +158,21 @@ def rounded(run: dict[str, Any]) -> dict[str, Any]:
 
 
 def summary(runs: list[dict[str, Any]], split: str, target: float) -> dict[str, Any]:
-    """Mean and min accuracy over the seeds, median and range of the training seconds."""
+    """Min, mean and max accuracy over the seeds, the seeds below the target, median and range of the
+    training seconds. `passed` (on the test split only): every seed reached the target."""
     accuracies = [r["accuracy"] for r in runs]
     seconds = [r["train_seconds"] for r in runs]
     name = "test" if split == "test" else "validation"
-    mean = statistics.fmean(accuracies)
     out: dict[str, Any] = {
-        f"mean_{name}_accuracy": round(mean, 6),
         f"min_{name}_accuracy": round(min(accuracies), 6),
-        "seconds_to_target": round(statistics.median(seconds), 4),
+        f"mean_{name}_accuracy": round(statistics.fmean(accuracies), 6),
+        f"max_{name}_accuracy": round(max(accuracies), 6),
+        "seeds_below_target": [r["seed"] for r in runs if r["accuracy"] < target],
+        "median_train_seconds": round(statistics.median(seconds), 4),
         "train_seconds_range": [round(min(seconds), 4), round(max(seconds), 4)],
     }
     if split == "test":
-        out["passed"] = mean >= target
+        out["passed"] = not out["seeds_below_target"]
     return out
 
 
@@ -175,8 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--params", type=Path, default=PRESET, help="the preset (a complete params.yaml)")
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         help="override one parameter (repeatable), e.g. train.epochs=2")
-    parser.add_argument("--seeds", default="0,1,2,3,4", help="comma-separated seeds (model.seed and shuffle_seed)")
-    parser.add_argument("--target", type=float, default=TARGET, help="the mean test accuracy to reach")
+    parser.add_argument("--seeds", default=SEEDS, help="comma-separated seeds (model.seed and shuffle_seed)")
+    parser.add_argument("--target", type=float, default=TARGET, help="the test accuracy every seed must reach")
     parser.add_argument("--synthetic", action="store_true", help="synthetic data even if MNIST_MIRROR is set")
     parser.add_argument("--examples", type=int, default=None, help="use only this many training examples")
     parser.add_argument("--raw", type=Path, help="the download stage's output folder (data/raw): the pipeline's data")
@@ -225,9 +232,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  seed {r['seed']}: {name} {100 * r['accuracy']:.2f}%  train {r['train_seconds']:.3f} s"
               f"  (epochs {r['epoch_seconds']}, load {r['load_1min']})")
     low, high = report["train_seconds_range"]
-    print(f"mean {name} accuracy {100 * report[f'mean_{name}_accuracy']:.3f}%"
-          f" (min {100 * report[f'min_{name}_accuracy']:.2f}%), training {report['seconds_to_target']:.3f} s median"
-          f" ({low:.3f}-{high:.3f})" + (f"; passed: {report['passed']}" if "passed" in report else ""))
+    below = report["seeds_below_target"]
+    print(f"{name} accuracy min {100 * report[f'min_{name}_accuracy']:.2f}%, mean"
+          f" {100 * report[f'mean_{name}_accuracy']:.3f}%, max {100 * report[f'max_{name}_accuracy']:.2f}%;"
+          f" training {report['median_train_seconds']:.3f} s median ({low:.3f}-{high:.3f}); seeds below"
+          f" {100 * args.target:g}%: {below or 'none'}"
+          + (f"; passed: {report['passed']}" if "passed" in report else ""))
     return 0
 
 

@@ -1,13 +1,24 @@
-"""Benchmark the training variants side by side, in one process, against the device's GEMM peak.
+"""Benchmark the training loops side by side in one process, and the jit_scan epoch against its roofline.
 
     python benchmarks/bench_train.py                # readable table, real data if MNIST_MIRROR is set
     python benchmarks/bench_train.py --json         # one JSON object
-    python benchmarks/bench_train.py --synthetic --examples 2048 --epochs 2   # CI smoke run
+    python benchmarks/bench_train.py --synthetic --examples 2048 --rounds 3   # CI smoke run
 
-Per variant: compile seconds (apart), and the median epoch seconds over the epochs after the
-first, every clock read preceded by block_until_ready(). `gemm_gflops` is the fp32 matmul
-peak measured in the same run; `epoch_gflop` the training FLOPs of one epoch (forward, plus
-backward without the input gradient); `roofline_ratio` = jit_scan epoch / (epoch_gflop / gemm_gflops).
+The loops: the JAX tutorial's own jit loop (`tutorial`, tutorial_loop.py) and the pipeline's variants
+(`nojit`, `jit`, `jit_scan`), on the same data with the tutorial's settings. Each compiles (timed apart;
+the tutorial's loop compiles in its first epoch, as the tutorial does) and runs one warm-up epoch. Then
+`--rounds` rounds, each: the roofline reference, every matrix product of one training step at the
+trained batch and layer sizes, best of `--repeats` (roofline.py); one epoch of every loop, jit_scan
+first; a 2048x2048 GEMM, best of `--repeats`. Every clock read follows `block_until_ready()`. Per round:
+
+    roofline ratio       jit_scan epoch / limit, the limit being the epoch's matrix-product FLOPs at the
+                         speeds just measured at its shapes (>= 1: everything else the epoch does is on top)
+    large-GEMM ratio     jit_scan epoch / (the same FLOPs at the 2048x2048 GEMM's speed): not a limit
+    speed-ups            tutorial / jit_scan, tutorial / jit, jit / jit_scan (epoch seconds)
+
+each reported as its median and range over the rounds. A roofline ratio below 0.95 in any round means
+the reference is not a limit, a bug in the reference: the benchmark says so, reports no ratio and exits
+with status 3.
 """
 
 from __future__ import annotations
@@ -18,13 +29,15 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
+import roofline
+from tutorial_loop import TutorialLoop
 
 from mnist_jax_pipeline import loops, variants
 from mnist_jax_pipeline.artefacts.storage import write_json
@@ -35,40 +48,17 @@ from mnist_jax_pipeline.data.idx import read_pair
 from mnist_jax_pipeline.dataset_facts import NUM_CLASSES
 from mnist_jax_pipeline.loops.base import batch_bounds
 from mnist_jax_pipeline.progress import EpochProgress
-from mnist_jax_pipeline.runtime import device_info, set_numerics
-from mnist_jax_pipeline.train import Dataset, initial_state, loop_inputs, run_epochs
+from mnist_jax_pipeline.runtime import cpu_model, device_info, set_numerics
+from mnist_jax_pipeline.train import initial_state, loop_inputs
 
 ROOT = Path(__file__).resolve().parents[1]
+TUTORIAL = "tutorial"
+MIN_ROOFLINE_RATIO = 0.95
+LARGE_GEMM = 2048
 
 
-def epoch_gflop(layer_sizes: list[int], examples: int) -> float:
-    """Forward 2mn per layer, backward 2mn for each weight gradient and 2mn for each input
-    gradient except the first layer's (the data needs none)."""
-    pairs = list(zip(layer_sizes[:-1], layer_sizes[1:], strict=False))
-    forward = sum(2 * m * n for m, n in pairs)
-    weight_grads = forward
-    input_grads = sum(2 * m * n for m, n in pairs[1:])
-    return (forward + weight_grads + input_grads) * examples / 1e9
-
-
-def gemm_gflops(size: int = 2048, repeats: int = 10) -> float:
-    """fp32 matmul throughput of the default device (best of `repeats`)."""
-    key = jax.random.PRNGKey(0)
-    a = jax.random.normal(key, (size, size), jnp.float32)
-    b = jax.random.normal(jax.random.fold_in(key, 1), (size, size), jnp.float32)
-    matmul = jax.jit(jnp.dot)
-    jax.block_until_ready(matmul(a, b))
-    best = float("inf")
-    for _ in range(repeats):
-        jax.block_until_ready((a, b))
-        start = time.perf_counter()
-        jax.block_until_ready(matmul(a, b))
-        best = min(best, time.perf_counter() - start)
-    return 2 * size**3 / best / 1e9
-
-
-def load_data(synthetic: bool, examples: int | None) -> tuple[Dataset, str]:
-    """Real MNIST from MNIST_MIRROR (raw 0..255 floats, as the tutorial), else synthetic."""
+def load_data(synthetic: bool, examples: int | None) -> tuple[np.ndarray, np.ndarray, str]:
+    """uint8 images (N, 28, 28) and labels: MNIST's training split from MNIST_MIRROR, else synthetic."""
     mirror = mirror_from_env()
     if not synthetic and mirror:
         images, labels = read_pair(*(Path(mirror) / name for name in SPLIT_FILES["train"]))
@@ -81,9 +71,7 @@ def load_data(synthetic: bool, examples: int | None) -> tuple[Dataset, str]:
         source = "synthetic"
     if examples:
         images, labels = images[:examples], labels[:examples]
-    x = images.reshape(len(images), -1).astype(np.float32)
-    y = labels.astype(np.int32)
-    return Dataset(x, y, x[:0], y[:0]), source
+    return images, labels, source
 
 
 def bench_params(batch_size: int, epochs: int) -> Params:
@@ -95,105 +83,257 @@ def bench_params(batch_size: int, epochs: int) -> Params:
     return validate(raw)
 
 
-def bench_variant(variant: str, data: Dataset, params: Params, bar: str = "off") -> dict[str, Any]:
-    """Compile and epoch times of one variant. `bar`: "on" draws the training progress bar as on a
-    terminal (to /dev/null), "both" draws it on every other epoch, so that epochs with and without it
-    alternate under the same load and their medians compare side by side."""
-    inputs = loop_inputs(params, data.train_images, data.train_labels)
-    loop = loops.build(variants.get(variant), inputs)
-    steps = len(batch_bounds(len(data.train_labels), params.train.batch_size))
-    with open(os.devnull, "w") as sink:
-        progress = EpochProgress(variant, params.train.epochs, steps, lambda: loop.steps_done, sink, bar=bar != "off")
+class VariantRunner:
+    """A pipeline variant's loop and state, one timed epoch at a time (raw 0..255 float pixels, as the tutorial)."""
 
-        def before(epoch: int) -> None:
-            progress.bar_on = bar == "on" or (bar == "both" and epoch % 2 == 0)
-            progress.epoch_started(epoch)
+    def __init__(self, name: str, images: np.ndarray, labels: np.ndarray, params: Params, epochs: int):
+        inputs = loop_inputs(params, images.reshape(len(images), -1).astype(np.float32), labels.astype(np.int32))
+        self.loop = loops.build(variants.get(name), inputs)
+        self.state = jax.block_until_ready(self.loop.place(initial_state(params, inputs)))
+        steps = len(batch_bounds(len(labels), params.train.batch_size))
+        self.sink = open(os.devnull, "w")  # noqa: SIM115 (closed by close())
+        self.progress = EpochProgress(name, epochs, steps, lambda: self.loop.steps_done, self.sink, bar=False)
 
-        try:
-            run = run_epochs(loop, initial_state(params, inputs), params.train.epochs,
-                             lambda epoch, seconds, _: progress.epoch_finished(epoch, seconds, 0.0, 0.0, 0.0), before)
-        finally:
-            progress.close()
-    steady = run.epoch_seconds[1:] or run.epoch_seconds
-    result = {"compile_seconds": run.compile_seconds, "first_epoch_seconds": run.epoch_seconds[0],
-              "epoch_seconds": statistics.median(steady), "all_epoch_seconds": run.epoch_seconds}
-    if bar == "both":  # epochs 2, 4, ... with the bar; 3, 5, ... without (the first is warm-up)
-        result["epoch_seconds"] = statistics.median(run.epoch_seconds[2::2])
-        result["epoch_seconds_with_bar"] = statistics.median(run.epoch_seconds[1::2])
-    return result
+    def compile(self) -> float | None:
+        return self.loop.compile(self.state)
+
+    def epoch(self, epoch: int, bar: bool) -> float:
+        """Run epoch `epoch` (the training progress bar drawn to /dev/null when `bar`); its seconds."""
+        self.progress.bar_on = bar
+        self.progress.epoch_started(epoch)
+        jax.block_until_ready(self.state)
+        start = time.perf_counter()
+        self.state = jax.block_until_ready(self.loop.run_epoch(self.state, epoch))
+        seconds = time.perf_counter() - start
+        self.progress.epoch_finished(epoch, seconds, 0.0, 0.0, 0.0)
+        return seconds
+
+    def close(self) -> None:
+        self.progress.close()
+        self.sink.close()
+
+
+class TutorialRunner:
+    """The tutorial's own loop (tutorial_loop.py): no separate compile, no progress bar."""
+
+    def __init__(self, images: np.ndarray, labels: np.ndarray, params: Params):
+        self.loop = TutorialLoop(images, labels, list(params.model.layer_sizes), params.train.batch_size,
+                                 params.train.step_size, params.model.seed)
+
+    def compile(self) -> None:
+        return None  # `update` compiles in the first epoch, as in the tutorial
+
+    def epoch(self, epoch: int, bar: bool) -> float:
+        jax.block_until_ready(self.loop.params)
+        start = time.perf_counter()
+        jax.block_until_ready(self.loop.run_epoch())
+        return time.perf_counter() - start
+
+    def close(self) -> None:
+        pass
+
+
+def spread(values: list[float], digits: int = 4) -> dict[str, Any]:
+    """Median, min, max and every value, rounded."""
+    return {"median": round(statistics.median(values), digits), "min": round(min(values), digits),
+            "max": round(max(values), digits), "values": [round(v, digits) for v in values]}
+
+
+def run_rounds(names: list[str], images: np.ndarray, labels: np.ndarray, params: Params, rounds: int,
+               repeats: int, bar: str, log: Callable[[str], None]) -> dict[str, Any]:
+    """Compile and warm every loop, then `rounds` rounds of the reference and one epoch per loop."""
+    runners = {name: TutorialRunner(images, labels, params) if name == TUTORIAL
+               else VariantRunner(name, images, labels, params, rounds + 1) for name in names}
+    gemms = roofline.StepGemms(params.model.layer_sizes, len(labels), params.train.batch_size)
+    try:
+        compile_seconds = {name: runner.compile() for name, runner in runners.items()}
+        first = {name: runner.epoch(1, bar == "on") for name, runner in runners.items()}
+        log(f"compiled and warmed up: {', '.join(names)}")
+        epochs: dict[str, list[float]] = {name: [] for name in names}
+        with_bar: list[bool] = []
+        references, large, loads = [], [], []
+        for index in range(rounds):
+            shown = bar == "on" or (bar == "both" and index % 2 == 0)
+            with_bar.append(shown)
+            references.append(gemms.measure(repeats))  # right before the jit_scan epoch it is the limit of
+            for name in sorted(runners, key=lambda n: n != "jit_scan"):
+                epochs[name].append(runners[name].epoch(index + 2, shown))
+            large.append(roofline.large_gemm_gflops(LARGE_GEMM, repeats))
+            loads.append(round(os.getloadavg()[0], 2))
+            log(f"round {index + 1}/{rounds}: " + ", ".join(f"{n} {s[-1]:.3f} s" for n, s in epochs.items())
+                + f", limit {references[-1]['limit_seconds']:.3f} s, load {loads[-1]}")
+    finally:
+        for runner in runners.values():
+            runner.close()
+    return {"compile_seconds": compile_seconds, "first_epoch_seconds": first, "epochs": epochs,
+            "with_bar": with_bar, "references": references, "large_gemm_gflops": large, "loads": loads}
+
+
+def ratios(epochs: dict[str, list[float]], limits: list[float], large_limits: list[float]) -> dict[str, list[float]]:
+    """Every per-round ratio the chosen loops allow."""
+    out: dict[str, list[float]] = {}
+    scan = epochs.get("jit_scan")
+    if scan:
+        out["roofline"] = [s / limit for s, limit in zip(scan, limits, strict=True)]
+        out["large_gemm"] = [s / limit for s, limit in zip(scan, large_limits, strict=True)]
+    for name, (slow, fast) in {"speedup_jit_scan_vs_tutorial": (TUTORIAL, "jit_scan"),
+                               "speedup_jit_vs_tutorial": (TUTORIAL, "jit"),
+                               "speedup_jit_scan_vs_jit": ("jit", "jit_scan")}.items():
+        if slow in epochs and fast in epochs:
+            out[name] = [a / b for a, b in zip(epochs[slow], epochs[fast], strict=True)]
+    return out
+
+
+def gemm_table(references: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each step product's GFLOP/s over the rounds."""
+    rows = []
+    for position, gemm in enumerate(references[0]["gemms"]):
+        speeds = [reference["gemms"][position]["gflops"] for reference in references]
+        rows.append({key: gemm[key] for key in ("name", "rows", "lhs", "rhs", "out")} | {"gflops": spread(speeds, 1)})
+    return rows
+
+
+def host() -> dict[str, Any]:
+    """What the run ran on: the CPU named as precisely as /proc/cpuinfo allows, its vector units and cores."""
+    return {"cpu": cpu_model(), "isa": roofline.cpu_isa(), "cores": roofline.usable_cores(),
+            "cpu_count": os.cpu_count()}
+
+
+def build_report(args: argparse.Namespace, params: Params, source: str, examples: int,
+                 measured: dict[str, Any]) -> dict[str, Any]:
+    epochs, bar = measured["epochs"], measured["with_bar"]
+    gflop = roofline.epoch_gflop(params.model.layer_sizes, examples)
+    limits = [r["limit_seconds"] for r in measured["references"]]
+    large_limits = [gflop / g for g in measured["large_gemm_gflops"]]
+    per_round = ratios(epochs, limits, large_limits)
+    timed = {name: [s for s, shown in zip(seconds, bar, strict=True) if not shown or args.progress == "on"]
+             for name, seconds in epochs.items()}
+    info = device_info()
+    report: dict[str, Any] = {
+        "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "data": source, "examples": examples, "batch_size": args.batch_size, "rounds": args.rounds,
+        "repeats": args.repeats, "layer_sizes": list(params.model.layer_sizes), "progress_bar": args.progress,
+        "epoch_seconds": {name: round(statistics.median(s), 6) for name, s in timed.items()},
+        "epoch_seconds_range": {name: [round(min(s), 6), round(max(s), 6)] for name, s in timed.items()},
+        "first_epoch_seconds": {name: round(s, 6) for name, s in measured["first_epoch_seconds"].items()},
+        "compile_seconds": {name: None if s is None else round(s, 6)
+                            for name, s in measured["compile_seconds"].items()},
+        "all_epoch_seconds": {name: [round(s, 4) for s in seconds] for name, seconds in epochs.items()},
+        "epoch_gflop": round(gflop, 3),
+        "steps": {str(rows): steps for rows, steps in roofline.batch_counts(examples, args.batch_size).items()},
+        "limit_seconds": spread(limits),
+        "limit_gflops": spread([gflop / limit for limit in limits], 1),
+        "step_gemms": gemm_table(measured["references"]),
+        "large_gemm": {"size": LARGE_GEMM, "gflops": spread(measured["large_gemm_gflops"], 1)},
+        "ratios": {name: spread(values, 3) for name, values in per_round.items()},
+        "host": host(),
+        "load_average_1min": measured["loads"],
+        "device": info["device_kind"], "devices": info["devices"], "backend": info["backend"],
+        "host_cpu_count": info["host_cpu_count"], "host_cpu": info["cpu_model"],
+        "versions": {"jax": info["jax_version"], "jaxlib": info["jaxlib_version"], "python": info["python_version"]},
+    }
+    roof = per_round.get("roofline")
+    if roof:
+        low = [(i + 1, r) for i, r in enumerate(roof) if r < MIN_ROOFLINE_RATIO]
+        report["roofline_ratio"] = None if low else round(statistics.median(roof), 3)
+        if low:
+            report["roofline_error"] = (
+                f"the jit_scan epoch ran faster than the reference's limit in round(s) {[i for i, _ in low]}"
+                f" (ratio {min(r for _, r in low):.3f} < {MIN_ROOFLINE_RATIO}): the reference is not a limit,"
+                " a bug in the reference (roofline.py), not a result")
+    if "speedup_jit_scan_vs_tutorial" in per_round:
+        report["speedup_vs_tutorial"] = round(statistics.median(per_round["speedup_jit_scan_vs_tutorial"]), 3)
+    if "speedup_jit_scan_vs_jit" in per_round:
+        report["speedup_vs_step_loop"] = round(statistics.median(per_round["speedup_jit_scan_vs_jit"]), 3)
+    if args.progress == "both":
+        shown = {name: [s for s, on in zip(seconds, bar, strict=True) if on] for name, seconds in epochs.items()
+                 if name != TUTORIAL}
+        report["epoch_seconds_with_bar"] = {name: round(statistics.median(s), 6) for name, s in shown.items()}
+        report["bar_over_no_bar"] = {name: round(report["epoch_seconds_with_bar"][name]
+                                                 / report["epoch_seconds"][name], 4) for name in shown}
+    return report
+
+
+RATIO_LABELS = {
+    "roofline": "roofline ratio, jit_scan epoch / limit",
+    "large_gemm": f"jit_scan epoch / its FLOPs at the {LARGE_GEMM}x{LARGE_GEMM} GEMM's speed (not a limit)",
+    "speedup_jit_scan_vs_tutorial": "speed-up of jit_scan over the tutorial's loop",
+    "speedup_jit_vs_tutorial": "speed-up of jit over the tutorial's loop",
+    "speedup_jit_scan_vs_jit": "speed-up of jit_scan over jit",
+}
+
+
+def print_text(report: dict[str, Any]) -> None:
+    machine = report["host"]
+    isa = machine["isa"]
+    units = ", ".join(f"{name} {'yes' if isa[key] else 'no'}" for key, name in
+                      (("avx2", "AVX2"), ("avx512f", "AVX-512"), ("amx", "AMX")))
+    loads = report["load_average_1min"]
+    print(f"{report['data']}: {report['examples']} examples, batch {report['batch_size']}, {report['rounds']} rounds"
+          f" on {report['device']} ({report['backend']}), jax {report['versions']['jax']}")
+    print(f"host: {machine['cpu']}, {machine['cores']} cores; {units}; 1-minute load {min(loads)}-{max(loads)}")
+    steps = ", ".join(f"{n} of {rows} rows" for rows, n in report["steps"].items())
+    limit, speed = report["limit_seconds"], report["limit_gflops"]
+    print(f"one epoch: {report['epoch_gflop']:.1f} GFLOP of matrix products in {steps}")
+    print(f"step products at batch {report['batch_size']} (GFLOP/s, median over rounds): " + ", ".join(
+        f"{g['name']} {g['gflops']['median']:.0f}" for g in report["step_gemms"] if g["rows"] == report["batch_size"]))
+    print(f"limit (the epoch's products at those speeds): {limit['median']:.3f} s"
+          f" ({limit['min']:.3f}-{limit['max']:.3f}), {speed['median']:.0f} GFLOP/s;"
+          f" {LARGE_GEMM}x{LARGE_GEMM} GEMM beside it: {report['large_gemm']['gflops']['median']:.0f} GFLOP/s")
+    print(f"{'loop':<10}{'compile s':>11}{'first epoch s':>15}{'epoch s median (range)':>26}")
+    for name, seconds in report["epoch_seconds"].items():
+        compiled = report["compile_seconds"][name]
+        low, high = report["epoch_seconds_range"][name]
+        print(f"{name:<10}{'-' if compiled is None else f'{compiled:.3f}':>11}"
+              f"{report['first_epoch_seconds'][name]:>15.3f}{f'{seconds:.3f} ({low:.3f}-{high:.3f})':>26}")
+    for name, ratio in report.get("bar_over_no_bar", {}).items():
+        print(f"{name}: median epoch with the progress bar / without: {ratio:.4f}")
+    for name, values in report["ratios"].items():
+        if name == "roofline" and report.get("roofline_error"):
+            print(f"{RATIO_LABELS[name]}: none; {report['roofline_error']}")
+            continue
+        print(f"{RATIO_LABELS[name]}: {values['median']:.3f} median ({values['min']:.3f}-{values['max']:.3f})")
 
 
 def main(argv: list[str] | None = None) -> int:
     set_numerics()  # the pipeline's: deterministic GPU ops, full-precision float32 matmuls
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--epochs", type=int, default=4, help="epochs per variant (median over all but the first)")
-    parser.add_argument("--variants", default=",".join(variants.names()))
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of the reference and one epoch per loop (>= 1)")
+    parser.add_argument("--repeats", type=int, default=7, help="timed calls per reference product (best counts)")
+    parser.add_argument("--variants", default=",".join([TUTORIAL, *variants.names()]),
+                        help=f"loops to time: {TUTORIAL} (the JAX tutorial's) and the pipeline's variants")
     parser.add_argument("--synthetic", action="store_true", help="synthetic data even if MNIST_MIRROR is set")
     parser.add_argument("--examples", type=int, default=None, help="use only this many training examples")
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--output", type=Path, help="also write the JSON to this file")
     parser.add_argument("--progress", choices=("off", "on", "both"), default="off",
-                        help="the terminal progress bar during the timed epochs; 'both': on every other epoch, so"
-                             " epochs with and without it alternate and compare side by side")
+                        help="the training progress bar of the pipeline's loops during the timed epochs; 'both':"
+                             " in every other round, so epochs with and without it compare side by side")
     args = parser.parse_args(argv)
+    names = [v for v in args.variants.split(",") if v]
+    unknown = sorted(set(names) - {TUTORIAL, *variants.names()})
+    if unknown or not names:
+        parser.error(f"--variants: unknown {unknown or 'none given'}; choose from {TUTORIAL},"
+                     f" {', '.join(variants.names())}")
+    if args.rounds < 1 or args.repeats < 1 or (args.progress == "both" and args.rounds < 2):
+        parser.error("--rounds and --repeats must be at least 1 (--rounds at least 2 with --progress both)")
 
-    params = bench_params(args.batch_size, args.epochs)
-    layer_sizes = list(params.model.layer_sizes)
-    data, source = load_data(args.synthetic, args.examples)
-    chosen = [v for v in args.variants.split(",") if v]
-    peak = gemm_gflops()
-    results = {v: bench_variant(v, data, params, bar=args.progress) for v in chosen}
-    gflop = epoch_gflop(layer_sizes, len(data.train_labels))
-    report: dict[str, Any] = {
-        "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "data": source,
-        "examples": len(data.train_labels),
-        "epochs": args.epochs,
-        "batch_size": args.batch_size,
-        "epoch_seconds": {v: round(r["epoch_seconds"], 6) for v, r in results.items()},
-        "first_epoch_seconds": {v: round(r["first_epoch_seconds"], 6) for v, r in results.items()},
-        "compile_seconds": {v: None if r["compile_seconds"] is None else round(r["compile_seconds"], 6)
-                            for v, r in results.items()},
-        "all_epoch_seconds": {v: [round(s, 4) for s in r["all_epoch_seconds"]] for v, r in results.items()},
-        "progress_bar": args.progress,
-        "gemm_gflops": round(peak, 2),
-        "epoch_gflop": round(gflop, 3),
-        "roofline_seconds": round(gflop / peak, 6),
-    }
-    if "jit_scan" in results:
-        report["roofline_ratio"] = round(results["jit_scan"]["epoch_seconds"] / (gflop / peak), 3)
-        if "jit" in results:
-            report["speedup_vs_step_loop"] = round(
-                results["jit"]["epoch_seconds"] / results["jit_scan"]["epoch_seconds"], 3)
-    if args.progress == "both":
-        report["epoch_seconds_with_bar"] = {v: round(r["epoch_seconds_with_bar"], 6) for v, r in results.items()}
-        report["bar_over_no_bar"] = {v: round(r["epoch_seconds_with_bar"] / r["epoch_seconds"], 4)
-                                     for v, r in results.items()}
-    info = device_info()
-    report.update({"device": info["device_kind"], "devices": info["devices"], "backend": info["backend"],
-                   "versions": {"jax": info["jax_version"], "jaxlib": info["jaxlib_version"],
-                                "python": info["python_version"]},
-                   "host_cpu_count": info["host_cpu_count"]})
+    params = bench_params(args.batch_size, args.rounds + 1)
+    images, labels, source = load_data(args.synthetic, args.examples)
+    quiet = args.json
+    measured = run_rounds(names, images, labels, params, args.rounds, args.repeats, args.progress,
+                          lambda line: None if quiet else print(line, file=sys.stderr, flush=True))
+    report = build_report(args, params, source, len(labels), measured)
     if args.output:
         write_json(args.output, report)
     if args.json:
         print(json.dumps(report, indent=2))
-        return 0
-    print(f"{report['data']}: {report['examples']} examples, batch {args.batch_size}, {args.epochs} epochs"
-          f" on {report['device']} ({report['backend']}), jax {info['jax_version']}")
-    print(f"GEMM peak {report['gemm_gflops']:.1f} GFLOP/s; one epoch is {gflop:.1f} GFLOP,"
-          f" roofline {report['roofline_seconds']:.3f} s")
-    print(f"{'variant':<10}{'compile s':>11}{'first epoch s':>15}{'epoch s (median)':>18}")
-    for v, r in results.items():
-        compile_s = "-" if r["compile_seconds"] is None else f"{r['compile_seconds']:.3f}"
-        print(f"{v:<10}{compile_s:>11}{r['first_epoch_seconds']:>15.3f}{r['epoch_seconds']:>18.3f}")
-    for v, ratio_ in report.get("bar_over_no_bar", {}).items():
-        print(f"{v}: median epoch with the progress bar / without: {ratio_:.4f}"
-              f" ({report['epoch_seconds_with_bar'][v]:.3f} s / {report['epoch_seconds'][v]:.3f} s)")
-    for key in ("roofline_ratio", "speedup_vs_step_loop"):
-        if key in report:
-            print(f"{key}: {report[key]}")
+    else:
+        print_text(report)
+    if report.get("roofline_error"):
+        print(f"error: {report['roofline_error']}", file=sys.stderr)
+        return 3
     return 0
 
 

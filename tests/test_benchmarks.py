@@ -18,12 +18,13 @@ from conftest import ROOT, tiny_params_dict, write_params, write_raw
 from mnist_jax_pipeline import stages, variants
 
 
-def bench(script: str, *args: str | Path, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
+def bench(script: str, *args: str | Path, cwd: Path, timeout: int = 300,
+          allowed: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess:
     """Run benchmarks/<script> with this interpreter, without the real data, its temporary files under `cwd`."""
     env = {**os.environ, "MNIST_MIRROR": "", "TMPDIR": str(cwd)}
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *map(str, args)], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
-    assert done.returncode == 0, f"{script} failed:\n{(done.stdout + done.stderr)[-4000:]}"
+    assert done.returncode in allowed, f"{script} failed:\n{(done.stdout + done.stderr)[-4000:]}"
     return done
 
 
@@ -39,19 +40,39 @@ def accuracy(value: Any) -> bool:
 
 def test_bench_train(tmp_path: Path):
     out = tmp_path / "train.json"
-    done = bench("bench_train.py", "--synthetic", "--examples", "256", "--epochs", "3", "--progress", "both",
-                 "--json", "--output", out, cwd=tmp_path)
+    # 3 steps an epoch: on a loaded machine a round's epoch may beat its reference, which the benchmark
+    # then refuses (status 3); the verdict itself is tested in test_roofline.py
+    done = bench("bench_train.py", "--synthetic", "--examples", "300", "--rounds", "3", "--repeats", "2",
+                 "--progress", "both", "--json", "--output", out, cwd=tmp_path, allowed=(0, 3))
     report = json.loads(done.stdout)
+    refused = done.returncode == 3
+    assert refused == ("roofline_error" in report) == (report["roofline_ratio"] is None)
+    assert refused == (min(report["ratios"]["roofline"]["values"]) < 0.95)
+    assert not refused or "error: the jit_scan epoch ran faster than the reference" in done.stderr
     assert json.loads(out.read_text()) == report
     names = set(variants.names())
-    assert report["data"] == "synthetic" and report["examples"] == 256 and report["epochs"] == 3
-    for key in ("epoch_seconds", "first_epoch_seconds", "epoch_seconds_with_bar", "bar_over_no_bar"):
+    assert report["data"] == "synthetic" and report["examples"] == 300 and report["rounds"] == 3
+    for key in ("epoch_seconds", "first_epoch_seconds"):
+        assert set(report[key]) == names | {"tutorial"} and all(finite(v) for v in report[key].values()), key
+    for key in ("epoch_seconds_with_bar", "bar_over_no_bar"):  # the tutorial's loop draws no bar
         assert set(report[key]) == names and all(finite(v) for v in report[key].values()), (key, report[key])
     assert all(len(s) == 3 and all(finite(x) for x in s) for s in report["all_epoch_seconds"].values())
-    assert all(v is None or finite(v) for v in report["compile_seconds"].values())
-    for key in ("gemm_gflops", "epoch_gflop", "roofline_seconds", "roofline_ratio", "speedup_vs_step_loop"):
+    assert report["compile_seconds"]["tutorial"] is None and report["compile_seconds"]["nojit"] is None
+    assert report["steps"] == {"128": 2, "44": 1}
+    products = {(g["rows"], g["name"]) for g in report["step_gemms"]}
+    assert len(products) == 16 and {(128, "layer 1 forward"), (44, "layer 3 input grad")} <= products
+    assert all(finite(g["gflops"]["median"]) for g in report["step_gemms"])
+    assert set(report["ratios"]) == {"roofline", "large_gemm", "speedup_jit_scan_vs_tutorial",
+                                     "speedup_jit_vs_tutorial", "speedup_jit_scan_vs_jit"}
+    for name, ratio in report["ratios"].items():
+        assert len(ratio["values"]) == 3 and ratio["min"] <= ratio["median"] <= ratio["max"], (name, ratio)
+    assert refused or report["roofline_ratio"] == report["ratios"]["roofline"]["median"] >= 0.95
+    for key in ("epoch_gflop", "speedup_vs_tutorial", "speedup_vs_step_loop"):
         assert finite(report[key]), (key, report[key])
-    assert {"device", "backend", "versions", "host_cpu_count"} <= set(report)
+    assert finite(report["large_gemm"]["gflops"]["median"]) and finite(report["limit_seconds"]["median"])
+    assert report["host"]["cpu"] and report["host"]["cores"] >= 1 and set(report["host"]["isa"]) >= {"avx512f", "amx"}
+    assert len(report["load_average_1min"]) == 3
+    assert {"device", "backend", "versions", "host_cpu_count", "host_cpu"} <= set(report)
 
 
 def test_trace_epoch(tmp_path: Path):
@@ -77,8 +98,10 @@ def test_bench_time_to_accuracy_on_a_download_stage_folder(tmp_path: Path):
     assert report["evaluated_on"] == "test" and str(raw) in report["data"]
     assert report["train_examples"] == 600 and report["eval_examples"] == 200
     assert report["seeds"] == 2 and report["epochs"] == 1 and report["overrides"] == ["train.epochs=1"]
-    assert accuracy(report["mean_test_accuracy"]) and accuracy(report["min_test_accuracy"])
-    assert isinstance(report["passed"], bool) and finite(report["seconds_to_target"])
+    assert all(accuracy(report[f"{k}_test_accuracy"]) for k in ("min", "mean", "max"))
+    assert report["min_test_accuracy"] <= report["mean_test_accuracy"] <= report["max_test_accuracy"]
+    assert report["passed"] == (report["min_test_accuracy"] >= 0.985) == (report["seeds_below_target"] == [])
+    assert finite(report["median_train_seconds"])
     assert all(finite(s) for s in report["train_seconds_range"])
     assert [r["seed"] for r in report["per_seed"]] == [0, 1]
     for run in report["per_seed"]:
@@ -97,8 +120,10 @@ def test_ablation_time_to_accuracy(tmp_path: Path):
     assert [row["group"] for row in report["rows"]] == ["reference", "chain"]
     for row in report["rows"]:
         assert accuracy(row["mean_validation_accuracy"]) and accuracy(row["min_validation_accuracy"])
-        assert finite(row["seconds_to_target"]) and row["steps"] > 0 and len(row["per_seed"]) == 1
-    assert json.loads(done.stdout) == {r["name"]: [r["mean_validation_accuracy"], r["seconds_to_target"]]
+        assert finite(row["median_train_seconds"]) and row["steps"] > 0 and len(row["per_seed"]) == 1
+        assert "passed" not in row  # validation rows never claim the target
+    assert json.loads(done.stdout) == {r["name"]: [r["min_validation_accuracy"], r["mean_validation_accuracy"],
+                                                   r["median_train_seconds"]]
                                        for r in report["rows"]}
     table = [line for line in markdown_out.read_text().splitlines() if line.startswith("| ")]
     assert len(table) == 1 + len(report["rows"]), table  # the header and one line per row

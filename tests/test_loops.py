@@ -122,13 +122,14 @@ def test_sharded_over_two_cpu_devices_equals_one_device(tmp_path):
 
 def test_benchmark_smoke_run():
     done = subprocess.run([sys.executable, "benchmarks/bench_train.py", "--synthetic", "--examples", "1024",
-                           "--epochs", "2", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+                           "--rounds", "2", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode in (0, 3), done.stderr[-3000:]  # 3: a round's epoch beat its reference (a loaded machine)
     report = json.loads(done.stdout)
-    assert set(report["epoch_seconds"]) == set(variants.names())
+    assert set(report["epoch_seconds"]) == {"tutorial", *variants.names()}
     assert report["compile_seconds"]["nojit"] is None and report["compile_seconds"]["jit_scan"] > 0
     assert report["epoch_gflop"] == pytest.approx(192.5 * 1024 / 60_000, rel=0.01)
-    for key in ("gemm_gflops", "roofline_ratio", "speedup_vs_step_loop", "device", "backend", "versions"):
+    assert (report["roofline_ratio"] is None) == (done.returncode == 3)
+    for key in ("large_gemm", "speedup_vs_tutorial", "speedup_vs_step_loop", "device", "backend", "versions"):
         assert report[key]
 
 
@@ -227,9 +228,9 @@ def test_time_to_accuracy_benchmark_smoke_run():
     assert report["target"] == 0.985 and report["seeds"] == 2 and report["epochs"] == 3
     assert report["evaluated_on"] == "test" and report["loop"] == "jit_scan"
     assert 0.8 < report["min_test_accuracy"] <= report["mean_test_accuracy"] <= 1  # the synthetic digits are easy
-    assert report["passed"] == (report["mean_test_accuracy"] >= 0.985)
+    assert report["passed"] == (report["min_test_accuracy"] >= 0.985)
     low, high = report["train_seconds_range"]
-    assert 0 < low <= report["seconds_to_target"] <= high
+    assert 0 < low <= report["median_train_seconds"] <= high
     assert [r["seed"] for r in report["per_seed"]] == [0, 1]
     assert all(len(r["epoch_seconds"]) == 3 and r["compile_seconds"] > 0 for r in report["per_seed"])
     assert report["config"]["train"]["schedule"] == "onecycle" and report["config"]["model"]["init"] == "he"

@@ -61,6 +61,7 @@ VARIANT_LISTS = st.one_of(
 # Every key of params.yaml, as YAML text: the valid tiny-run value first, then what may be typed instead.
 KEYS: dict[str, st.SearchStrategy[str]] = {
     "data.dataset": choice(["mnist"], ["cifar10", "MNIST", "''", "1"]),
+    "preprocess.deskew": choice(["false", "true"], BOOLS),
     "preprocess.normalize": choice(["none", "unit", "standardize"], ["None", "zscore", "~", "0"]),
     "preprocess.flatten": choice(["true", "false"], BOOLS),
     "preprocess.validation_fraction": floats(0.0, 0.999),
@@ -87,7 +88,8 @@ KEYS: dict[str, st.SearchStrategy[str]] = {
     "profile.top_allocations": ints(1, 50, INTS),
     "profile.trace_steps": ints(1, 20, INTS),
 }
-TINY = {"data.dataset": "mnist", "preprocess.normalize": "unit", "preprocess.flatten": "true",
+TINY = {"data.dataset": "mnist", "preprocess.deskew": "false", "preprocess.normalize": "unit",
+        "preprocess.flatten": "true",
         "preprocess.validation_fraction": "0.1", "preprocess.max_train_examples": "300", "preprocess.seed": "0",
         "model.layer_sizes": "[784, 16, 10]", "model.init": "normal", "model.init_scale": "0.1",
         "model.output_init": "same", "model.seed": "0",

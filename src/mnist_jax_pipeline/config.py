@@ -52,6 +52,8 @@ class DataConfig(Section):
 
 
 class PreprocessConfig(Section):
+    deskew: bool = Field(description="shear each image upright about its centre of mass (data/preprocess.py),"
+                                     " before normalize")
     normalize: Literal["none", "unit", "standardize"]
     flatten: bool
     validation_fraction: Annotated[float, Field(ge=0, lt=1)]

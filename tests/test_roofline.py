@@ -1,0 +1,114 @@
+"""The benchmarks' reference and verdicts: the roofline times the products the compiled step really runs,
+a ratio below 0.95 is refused, the tutorial's loop trains as the jit variant does, and the time-to-accuracy
+preset passes only when every seed reaches the target."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections import Counter
+
+import jax
+import numpy as np
+import pytest
+
+from conftest import ROOT
+from mnist_jax_pipeline import loops, variants
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import bench_time_to_accuracy as tta  # noqa: E402
+import bench_train  # noqa: E402
+import roofline  # noqa: E402
+from tutorial_loop import TutorialLoop  # noqa: E402
+
+from mnist_jax_pipeline.train import initial_state, loop_inputs  # noqa: E402
+
+DOT = re.compile(r"= f32\[(\d+),(\d+)\]\{[^}]*\} dot\(.*?lhs_contracting_dims=\{(\d)\}, rhs_contracting_dims=\{(\d)\}")
+
+
+def compiled_dots(batch: int, examples: int) -> Counter:
+    """(output shape, lhs and rhs contracting dims) of every dot in the compiled jit_scan epoch."""
+    params = bench_train.bench_params(batch, 1)
+    rng = np.random.default_rng(0)
+    images = rng.random((examples, 784), dtype=np.float32)
+    inputs = loop_inputs(params, images, rng.integers(0, 10, examples).astype(np.int32))
+    loop = loops.build(variants.get("jit_scan"), inputs)
+    loop.compile(initial_state(params, inputs))
+    return Counter((int(a), int(b), int(c), int(d)) for a, b, c, d in DOT.findall(loop.hlo_text()))
+
+
+def test_the_reference_times_every_product_the_compiled_epoch_runs():
+    # 3 full batches of 128 in a scan and a partial last one of 40: both steps' products, with XLA's layouts
+    expected = Counter()
+    for rows in (128, 40):
+        expected.update((*g.out, *g.contract) for g in roofline.step_gemms([784, 512, 512, 10], rows))
+    assert compiled_dots(128, 3 * 128 + 40) == expected
+    assert roofline.batch_counts(3 * 128 + 40, 128) == {128: 3, 40: 1}
+    assert roofline.batch_counts(256, 128) == {128: 2}
+
+
+def test_the_limit_counts_the_epochs_flops():
+    sizes = [784, 512, 512, 10]
+    per_example = sum(g.flops for g in roofline.step_gemms(sizes, 1))
+    assert per_example == 2 * (784 * 512 + 512 * 512 + 512 * 10) * 2 + 2 * (512 * 512 + 512 * 10)
+    assert roofline.epoch_gflop(sizes, 60_000) == pytest.approx(192.55, abs=0.01)
+    gemms = roofline.StepGemms(sizes, 300, 128)  # 2 steps of 128 rows, 1 of 44
+    measured = gemms.measure(repeats=1)
+    by_rows = Counter(g["rows"] for g in measured["gemms"])
+    assert by_rows == {128: 8, 44: 8}
+    assert all(g["gflops"] > 0 for g in measured["gemms"]) and measured["limit_seconds"] > 0
+
+
+def fake_measurement(scan_seconds: list[float], limit: float) -> dict:
+    rounds = len(scan_seconds)
+    return {"compile_seconds": {"jit_scan": 0.1, "tutorial": None}, "first_epoch_seconds": {"jit_scan": 1.0,
+            "tutorial": 2.0}, "epochs": {"jit_scan": scan_seconds, "tutorial": [2.0] * rounds},
+            "with_bar": [False] * rounds, "large_gemm_gflops": [200.0] * rounds, "loads": [0.1] * rounds,
+            "references": [{"limit_seconds": limit, "gemms": [{"name": "layer 1 forward", "rows": 128,
+                            "lhs": [128, 784], "rhs": [512, 784], "out": [128, 512], "gflops": 150.0}]}] * rounds}
+
+
+def report_for(scan_seconds: list[float], limit: float) -> dict:
+    args = argparse.Namespace(batch_size=128, rounds=len(scan_seconds), repeats=1, progress="off")
+    params = bench_train.bench_params(128, 2)
+    return bench_train.build_report(args, params, "synthetic", 60_000, fake_measurement(scan_seconds, limit))
+
+
+def test_a_ratio_below_095_is_reported_as_a_bug_in_the_reference_not_as_a_ratio():
+    good = report_for([1.2, 1.1, 1.3], limit=1.0)
+    assert good["roofline_ratio"] == 1.2 and "roofline_error" not in good
+    assert good["ratios"]["roofline"] == {"median": 1.2, "min": 1.1, "max": 1.3, "values": [1.2, 1.1, 1.3]}
+    assert good["speedup_vs_tutorial"] == pytest.approx(2.0 / 1.2, abs=1e-3)
+    bad = report_for([1.2, 0.9, 1.3], limit=1.0)  # one round beat the "limit"
+    assert bad["roofline_ratio"] is None and "round(s) [2]" in bad["roofline_error"]
+    assert "not a limit" in bad["roofline_error"]
+
+
+def test_the_tutorials_loop_trains_as_the_jit_variant_does():
+    """The tutorial's own update (plain SGD on its loss) and the pipeline's jit variant agree after an epoch."""
+    params = bench_train.bench_params(128, 1)
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, size=(300, 28, 28), dtype=np.uint8)
+    labels = rng.integers(0, 10, 300).astype(np.uint8)
+    tutorial = TutorialLoop(images, labels, list(params.model.layer_sizes), 128, 0.01, seed=0)
+    tutorial.run_epoch()
+    runner = bench_train.VariantRunner("jit", images, labels, params, 1)
+    runner.compile()
+    runner.epoch(1, bar=False)
+    runner.close()
+    for (w, b), (wj, bj) in zip(tutorial.params, jax.device_get(runner.state.params), strict=True):
+        np.testing.assert_allclose(w, wj, rtol=0, atol=1e-6)
+        np.testing.assert_allclose(b, bj, rtol=0, atol=1e-6)
+
+
+def test_time_to_accuracy_passes_only_when_every_seed_reaches_the_target():
+    runs = [{"seed": s, "accuracy": a, "train_seconds": t} for s, a, t in
+            ((0, 0.9870, 2.0), (1, 0.9849, 2.4), (2, 0.9880, 2.2))]
+    out = tta.summary(runs, "test", 0.985)
+    assert out["mean_test_accuracy"] == pytest.approx(0.98663, abs=1e-5)  # the mean is above the target ...
+    assert out["passed"] is False and out["seeds_below_target"] == [1]  # ... one seed is not
+    assert (out["min_test_accuracy"], out["max_test_accuracy"]) == (0.9849, 0.988)
+    assert out["median_train_seconds"] == 2.2 and out["train_seconds_range"] == [2.0, 2.4]
+    assert tta.summary(runs[::2], "test", 0.985)["passed"] is True
+    assert "passed" not in tta.summary(runs, "val", 0.985)  # tuning never claims the target

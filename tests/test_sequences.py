@@ -170,10 +170,20 @@ class Sequences(RuleBasedStateMachine):
                              " kill -INT -$!")
         proc = subprocess.Popen(command, cwd=self.ws, env=env(self.ws), stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, start_new_session=True)
-        time.sleep(after)
+        started, since = time.monotonic(), time.time()
+        # Not while the tool itself starts (seconds on a busy machine): a Ctrl-C then is Python's own
+        # KeyboardInterrupt, before any code of this project runs. Snakemake has read the Snakefile once
+        # it marked the stale jobs (evaluate's code changed).
+        first = proc.stdout.readline() if proc.stdout else ""
+        markers = self.ws / ".snakemake/provenance"
+        while tool == "snakemake" and proc.poll() is None and time.monotonic() - started < 120 and not any(
+                p.is_file() and p.stat().st_mtime >= since for p in markers.rglob("*")):
+            time.sleep(0.1)
+        time.sleep(max(0.0, after - (time.monotonic() - started)))
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGINT)
-        output, _ = proc.communicate(timeout=300)
+        rest, _ = proc.communicate(timeout=300)
+        output = first + rest
         assert "Traceback (most recent call last)" not in output, self.failure(f"a traceback:\n{output[-3000:]}")
 
     def teardown(self) -> None:

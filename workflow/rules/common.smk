@@ -11,6 +11,39 @@ import threading
 import time
 from pathlib import Path
 
+# Ctrl-C, from the start of the workflow on (before that, Snakemake itself is starting), reaches
+# Snakemake and every job in its process group. Each stage stops itself (it removes its
+# temporary files and says so in one line), and Snakemake is asked to stop as on SIGTERM: no new job
+# starts, the running ones are waited for. Its own handling, a KeyboardInterrupt raised wherever it is,
+# leaves tracebacks of its event loops when the interrupt lands in one (a second Ctrl-C, say).
+STOPPING = []
+
+
+def stop(signum, frame):
+    name = signal.Signals(signum).name
+    graceful = signal.getsignal(signal.SIGTERM)  # the scheduler's, once it runs jobs
+    if callable(graceful):
+        if not STOPPING:
+            print(f"{name}: stopping; the running jobs stop and clean up, no new job starts", file=sys.stderr)
+        STOPPING.append(signum)
+        # from a thread: the handler takes a lock the interrupted code may hold
+        threading.Thread(target=graceful, args=(signal.SIGTERM, None), daemon=True).start()
+        return
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # parsing: stop now
+        raise SystemExit(f"error: stopped by {name} before any job started") from None
+    STOPPING.append(signum)  # building the DAG, in an event loop: stop before the first job (onstart)
+
+
+signal.signal(signal.SIGINT, stop)
+
+
+def stopped_before_start():
+    if STOPPING:
+        sys.exit(f"error: stopped by {signal.Signals(STOPPING[0]).name} before any job started")
+
+
 from mnist_jax_pipeline import console, freshness, paths, runtime, stages, sweeps, variants
 from mnist_jax_pipeline.artefacts import storage
 from mnist_jax_pipeline.config import load, validate
@@ -103,38 +136,6 @@ def check_writable():
     is one line here, not a failed job or Snakemake's own error once a job starts."""
     jobs = workflow.dag.needrun_jobs()
     refuse(storage.obstacle([str(p) for job in jobs for p in [*job.output, *job.log]]))
-
-
-# Ctrl-C reaches Snakemake and every job in its process group. Each stage stops itself (it removes its
-# temporary files and says so in one line), and Snakemake is asked to stop as on SIGTERM: no new job
-# starts, the running ones are waited for. Its own handling, a KeyboardInterrupt raised wherever it is,
-# leaves tracebacks of its event loops when the interrupt lands in one (a second Ctrl-C, say).
-STOPPING = []
-
-
-def stop(signum, frame):
-    name = signal.Signals(signum).name
-    graceful = signal.getsignal(signal.SIGTERM)  # the scheduler's, once it runs jobs
-    if callable(graceful):
-        if not STOPPING:
-            print(f"{name}: stopping; the running jobs stop and clean up, no new job starts", file=sys.stderr)
-        STOPPING.append(signum)
-        # from a thread: the handler takes a lock the interrupted code may hold
-        threading.Thread(target=graceful, args=(signal.SIGTERM, None), daemon=True).start()
-        return
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:  # parsing: stop now
-        raise SystemExit(f"error: stopped by {name} before any job started") from None
-    STOPPING.append(signum)  # building the DAG, in an event loop: stop before the first job (onstart)
-
-
-signal.signal(signal.SIGINT, stop)
-
-
-def stopped_before_start():
-    if STOPPING:
-        sys.exit(f"error: stopped by {signal.Signals(STOPPING[0]).name} before any job started")
 
 
 def stage_inputs(name):

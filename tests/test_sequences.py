@@ -150,11 +150,15 @@ class Sequences(RuleBasedStateMachine):
             self.shell("touch", path)
         elif how == "truncate":
             self.shell("truncate", "-s", str(before.st_size // 2), path)
-        else:  # another file of the same kind, with the old time: the first run's copy, one byte changed
+        else:  # another file of the same kind, with the old time: the first run's copy, one byte changed.
+            # Put in place as a new file: DVC takes a file whose inode, size and time it has seen as unchanged,
+            # so the same bytes written into the old file would fool `dvc status` (not Snakemake).
             blob = bytearray((self.base / path).read_bytes())
             blob[len(blob) // 2] ^= 1
-            target.write_bytes(bytes(blob))
-            os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+            other = target.with_name(f".other-{target.name}")
+            other.write_bytes(bytes(blob))
+            os.utime(other, ns=(before.st_atime_ns, before.st_mtime_ns))
+            other.replace(target)
             self.commands.append(f"# replace {path} by another (one byte of the first run's copy flipped), old time")
 
     @rule(tool=st.sampled_from(("snakemake", "dvc")), after=st.floats(4, 14))

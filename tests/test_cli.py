@@ -91,7 +91,7 @@ def test_a_backend_plugin_that_cannot_start_is_one_warning_line():
     import io
     import logging
 
-    from mnist_jax_pipeline.runtime import quiet_backend_fallback
+    from mnist_jax_pipeline.console import quiet_backend_fallback
 
     quiet_backend_fallback()
     quiet_backend_fallback()  # once is enough, twice changes nothing

@@ -15,7 +15,6 @@ import atexit
 import contextlib
 import importlib
 import io
-import logging
 import os
 import signal
 import sys
@@ -30,7 +29,7 @@ from .artefacts import storage
 from .artefacts.storage import discard_temps
 from .commands import COMMANDS
 from .errors import PipelineError, clip
-from .runtime import quiet_backend_fallback, set_numerics
+from .runtime import set_numerics
 
 
 def _add_common(parser: argparse.ArgumentParser, default: bool) -> None:
@@ -173,12 +172,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             stream.reconfigure(errors="backslashreplace")
     label = console.job_label(args.command, getattr(args, "variant", None), getattr(args, "root", "."))
     console.configure(label, args.verbose)
-    for noisy in ("absl", "jax._src", "matplotlib", "PIL", "tensorflow"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
     previous = {sig: signal.signal(sig, _stop) for sig in STOP_SIGNALS}
     sys.unraisablehook = _unraisable
     set_numerics()  # before any stage starts a JAX backend
-    quiet_backend_fallback()
     try:
         module_name, _, function = COMMANDS[args.command].module.partition(":")
         module = importlib.import_module(f"{__package__}.{module_name}")

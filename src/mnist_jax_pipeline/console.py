@@ -50,14 +50,41 @@ def _replace(logger: logging.Logger, handler: logging.Handler) -> None:
     logger.addHandler(handler)
 
 
+class OneLinePluginError(logging.Filter):
+    """JAX logs a backend plugin that cannot start (a CUDA build on a machine without a GPU) with its
+    traceback, then runs on the CPU: one line says so instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None:
+            cause = str(record.exc_info[1]).strip().splitlines()[0][:200]
+            record.msg, record.args = f"{record.getMessage()}: {cause}; JAX runs on the other backends (the CPU)", None
+            record.exc_info = record.exc_text = None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"  # a fallback, not a failure
+        return True
+
+
+def quiet_backend_fallback() -> None:
+    """Make JAX's report of a backend it cannot start one line (OneLinePluginError)."""
+    logger = logging.getLogger("jax._src.xla_bridge")
+    if not any(isinstance(f, OneLinePluginError) for f in logger.filters):
+        logger.addFilter(OneLinePluginError())
+
+
+NOISY = ("absl", "jax._src", "matplotlib", "PIL", "tensorflow")  # libraries heard from at WARNING and above
+
+
 def configure(label: str, verbose: bool = False) -> None:
-    """Log lines as `HH:MM:SS LEVEL <label> message` on stderr; details to MNIST_PIPELINE_LOG when it is set."""
+    """Log lines as `HH:MM:SS LEVEL <label> message` on stderr; details to MNIST_PIPELINE_LOG when it is set;
+    the libraries' chatter quiet, and a backend JAX cannot start one line."""
     fmt = logging.Formatter(f"%(asctime)s %(levelname)s {label.replace('%', '%%')} %(message)s", "%H:%M:%S")
     root = logging.getLogger()
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
     on_console = logging.StreamHandler(sys.stderr)
     on_console.setFormatter(fmt)
     _replace(root, on_console)
+    for noisy in NOISY:
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    quiet_backend_fallback()
     log_file = os.environ.get(LOG_ENV)
     details.propagate = not log_file
     if log_file:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import platform
 import sys
@@ -58,26 +57,6 @@ def set_numerics() -> None:
     jax = sys.modules.get("jax")
     if jax is not None:  # imported already: it has read its environment
         jax.config.update("jax_default_matmul_precision", MATMUL_PRECISION)
-
-
-class OneLinePluginError(logging.Filter):
-    """JAX logs a backend plugin that cannot start (a CUDA build on a machine without a GPU) with its
-    traceback, then runs on the CPU: one line says so instead."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and record.exc_info[1] is not None:
-            cause = str(record.exc_info[1]).strip().splitlines()[0][:200]
-            record.msg, record.args = f"{record.getMessage()}: {cause}; JAX runs on the other backends (the CPU)", None
-            record.exc_info = record.exc_text = None
-            record.levelno, record.levelname = logging.WARNING, "WARNING"  # a fallback, not a failure
-        return True
-
-
-def quiet_backend_fallback() -> None:
-    """Make JAX's report of a backend it cannot start one line (OneLinePluginError)."""
-    logger = logging.getLogger("jax._src.xla_bridge")
-    if not any(isinstance(f, OneLinePluginError) for f in logger.filters):
-        logger.addFilter(OneLinePluginError())
 
 
 def numerics() -> dict[str, str]:

@@ -15,12 +15,10 @@ import sys
 from importlib import metadata
 
 STAGE_START = """
-import logging
-from mnist_jax_pipeline.runtime import quiet_backend_fallback, set_numerics
-logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
-logging.getLogger("jax._src").setLevel(logging.WARNING)  # as mnist-pipeline sets it
+from mnist_jax_pipeline import console
+from mnist_jax_pipeline.runtime import set_numerics
+console.configure("check_jax")  # mnist-pipeline's logging, as every stage sets it
 set_numerics()
-quiet_backend_fallback()
 import jax
 print(jax.default_backend())
 """

@@ -12,7 +12,7 @@ import argparse
 import json
 import shutil
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -102,9 +102,8 @@ def collect(listing: list[dict[str, Any]]) -> tuple[list[Row], list[str]]:
                 name = rev.get("name") or experiment.get("name") or str(rev.get("rev", "?"))[:7]
                 rows += _rows(name, rev.get("rev"), rev.get("data") or {}, left_out)
     base = baseline_params or {}
-    changed = [Row(**{**row.__dict__, "changed": {key: value for key, value in row.params.items()
-                                                  if key not in base or not _same(value, base[key])}})
-               for row in rows]
+    changed = [replace(row, changed={key: value for key, value in row.params.items()
+                                     if key not in base or not _same(value, base[key])}) for row in rows]
     return changed, left_out
 
 

@@ -5,10 +5,11 @@
     python benchmarks/ablation_time_to_accuracy.py --synthetic --examples 600 --seeds 0 --only 0,7
 
 Every configuration is the preset (presets/time-to-accuracy.yaml) with a few keys changed, trained
-with bench_time_to_accuracy.py's code (the jit_scan loop, the preprocess stage's transform) on
-the training split less a held-out validation split of 10,000 examples, and evaluated on that
-validation split only. Seeds run interleaved (seed 0 of every configuration, then seed 1, ...)
-so that the machine's load falls alike on all of them.
+with bench_time_to_accuracy.py's code (the jit_scan loop, the preprocess stage's deskewing and
+transform) on the training split less a held-out validation split of 10,000 examples, and evaluated
+on that validation split only: each row gives the min, mean and max over the seeds (0-9 unless
+--seeds says otherwise), since the target is every seed. Seeds run interleaved (seed 0 of every
+configuration, then seed 1, ...) so that the machine's load falls alike on all of them.
 """
 
 from __future__ import annotations

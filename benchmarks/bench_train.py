@@ -227,7 +227,7 @@ def build_report(args: argparse.Namespace, params: Params, source: str, examples
         "large_gemm": {"size": LARGE_GEMM, "gflops": spread(measured["large_gemm_gflops"], 1)},
         "ratios": {name: spread(values, 3) for name, values in per_round.items()},
         "host": host(),
-        "load_average_1min": measured["loads"],
+        "load_average_1min": measured["loads"],  # after each round, this run's own load included
         "device": info["device_kind"], "devices": info["devices"], "backend": info["backend"],
         "host_cpu_count": info["host_cpu_count"], "host_cpu": info["cpu_model"],
         "versions": {"jax": info["jax_version"], "jaxlib": info["jaxlib_version"], "python": info["python_version"]},
@@ -319,12 +319,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds < 1 or args.repeats < 1 or (args.progress == "both" and args.rounds < 2):
         parser.error("--rounds and --repeats must be at least 1 (--rounds at least 2 with --progress both)")
 
+    load_start = [round(x, 2) for x in os.getloadavg()]
     params = bench_params(args.batch_size, args.rounds + 1)
     images, labels, source = load_data(args.synthetic, args.examples)
     quiet = args.json
     measured = run_rounds(names, images, labels, params, args.rounds, args.repeats, args.progress,
                           lambda line: None if quiet else print(line, file=sys.stderr, flush=True))
     report = build_report(args, params, source, len(labels), measured)
+    report["load_average_start"] = load_start  # 1, 5 and 15 minutes, before this run began
     if args.output:
         write_json(args.output, report)
     if args.json:

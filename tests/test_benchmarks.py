@@ -71,7 +71,7 @@ def test_bench_train(tmp_path: Path):
         assert finite(report[key]), (key, report[key])
     assert finite(report["large_gemm"]["gflops"]["median"]) and finite(report["limit_seconds"]["median"])
     assert report["host"]["cpu"] and report["host"]["cores"] >= 1 and set(report["host"]["isa"]) >= {"avx512f", "amx"}
-    assert len(report["load_average_1min"]) == 3
+    assert len(report["load_average_1min"]) == 3 and len(report["load_average_start"]) == 3
     assert {"device", "backend", "versions", "host_cpu_count", "host_cpu"} <= set(report)
 
 

@@ -66,7 +66,8 @@ def test_the_time_to_accuracy_preset_is_a_valid_params_file():
     """Every key is required, so a valid preset is a complete params.yaml."""
     preset = load(ROOT / "presets" / "time-to-accuracy.yaml")
     assert preset.model.layer_sizes == (784, 512, 512, 10) and preset.variants == ("jit_scan",)
-    assert (preset.train.epochs, preset.train.batch_size, preset.preprocess.validation_fraction) == (3, 256, 0.0)
+    assert (preset.train.epochs, preset.train.batch_size, preset.preprocess.validation_fraction) == (2, 256, 0.0)
+    assert preset.preprocess.deskew and preset.preprocess.normalize == "standardize"
 
 
 def test_unknown_key_is_named_with_the_allowed_ones():

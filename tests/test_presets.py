@@ -25,12 +25,13 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_a_complete_preset_gives_its_values_and_keeps_the_comments(project, capsys):
     assert main(["preset", "time-to-accuracy"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert "train.epochs: 10 -> 3" in out and "variants: [nojit, jit] -> [jit_scan]" in out
+    assert "train.epochs: 10 -> 2" in out and "variants: [nojit, jit] -> [jit_scan]" in out
+    assert "preprocess.deskew: false -> true" in out
     assert "train.nesterov: false -> true" in out and not any(line.startswith("data.") for line in out)
     assert load("params.yaml") == load("presets/time-to-accuracy.yaml")
     text = (project / "params.yaml").read_text()
     assert "# One source of truth for every stage parameter." in text
-    assert "  epochs: 3\n" in text and "variants: [jit_scan]          # train/evaluate/profile" in text
+    assert "  epochs: 2\n" in text and "variants: [jit_scan]          # train/evaluate/profile" in text
     assert sorted(p.name for p in project.iterdir()) == ["params.yaml", "presets"]  # no temporary left
 
 

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_time_to_accuracy as tta  # noqa: E402
 
 from mnist_jax_pipeline.artefacts.storage import write_json  # noqa: E402
-from mnist_jax_pipeline.loops.base import batch_bounds  # noqa: E402
+from mnist_jax_pipeline.loops.base import steps_per_epoch  # noqa: E402
 from mnist_jax_pipeline.runtime import device_info  # noqa: E402
 
 SEEDS = tta.SEEDS  # 0..9
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for i, name, group, changes in configs:
         params = tta.seeded(with_changes(raw, changes), seeds[0], source)
-        steps = len(batch_bounds(len(first.train_labels), params.train.batch_size)) * params.train.epochs
+        steps = steps_per_epoch(len(first.train_labels), params.train.batch_size) * params.train.epochs
         rows.append({"name": name, "group": group, "changes": changes, "epochs": params.train.epochs,
                      "batch_size": params.train.batch_size, "steps": steps,
                      **tta.summary(runs[i], "val", tta.TARGET),

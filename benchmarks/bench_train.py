@@ -46,7 +46,7 @@ from mnist_jax_pipeline.data.datasets import SPLIT_FILES
 from mnist_jax_pipeline.data.download import mirror_from_env
 from mnist_jax_pipeline.data.idx import read_pair
 from mnist_jax_pipeline.dataset_facts import NUM_CLASSES
-from mnist_jax_pipeline.loops.base import batch_bounds
+from mnist_jax_pipeline.loops.base import steps_per_epoch
 from mnist_jax_pipeline.progress import EpochProgress
 from mnist_jax_pipeline.runtime import cpu_model, device_info, set_numerics
 from mnist_jax_pipeline.train import initial_state, loop_inputs
@@ -90,7 +90,7 @@ class VariantRunner:
         inputs = loop_inputs(params, images.reshape(len(images), -1).astype(np.float32), labels.astype(np.int32))
         self.loop = loops.build(variants.get(name), inputs)
         self.state = jax.block_until_ready(self.loop.place(initial_state(params, inputs)))
-        steps = len(batch_bounds(len(labels), params.train.batch_size))
+        steps = steps_per_epoch(len(labels), params.train.batch_size)
         self.sink = open(os.devnull, "w")  # noqa: SIM115 (closed by close())
         self.progress = EpochProgress(name, epochs, steps, lambda: self.loop.steps_done, self.sink, bar=False)
 

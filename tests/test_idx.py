@@ -1,5 +1,7 @@
 import contextlib
 import gzip
+import struct
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -7,13 +9,24 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mnist_jax_pipeline.data.idx import (
+    UBYTE,
     IdxError,
-    encode_idx,
     parse_idx,
     read_idx,
     read_pair,
-    write_idx_gz,
 )
+
+
+def encode_idx(array: np.ndarray) -> bytes:
+    """Encode a uint8 array as IDX bytes."""
+    array = np.asarray(array, dtype=np.uint8)
+    header = bytes([0, 0, UBYTE, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape)
+    return header + array.tobytes()
+
+
+def write_idx_gz(path: str | Path, array: np.ndarray) -> None:
+    """Write a gzip-compressed IDX file with a fixed mtime (reproducible bytes)."""
+    Path(path).write_bytes(gzip.compress(encode_idx(array), mtime=0))
 
 
 def test_roundtrip(tmp_path):

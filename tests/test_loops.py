@@ -140,7 +140,7 @@ def train_config(make_params, **overrides):
 def test_onecycle_rises_linearly_to_the_peak_then_falls_to_zero(make_params):
     # 10 steps per epoch, 5 epochs: 50 steps, warm-up over the first 20 (40%)
     config = train_config(make_params, schedule="onecycle", step_size=0.5, warmup_fraction=0.4, epochs=5)
-    optimizer = make_optimizer(config, 10)
+    optimizer = make_optimizer(config, 10 * config.batch_size)
     rate = onecycle_schedule(0.5, 50, 0.4)
     values = {step: float(rate(step)) for step in (0, 10, 20, 35, 49, 50)}
     assert values == pytest.approx({0: 0.0, 10: 0.25, 20: 0.5, 35: 0.25, 49: 0.5 / 30, 50: 0.0}, abs=1e-7)

@@ -8,13 +8,13 @@ import pytest
 from mnist_jax_pipeline.artefacts.model_file import ModelMetadata, layer_sizes_of, load_model, save_model
 from mnist_jax_pipeline.config import parameter_count
 from mnist_jax_pipeline.errors import PipelineError
+from mnist_jax_pipeline.loops.base import loop_inputs
 from mnist_jax_pipeline.model import (
     batched_predict,
     init_params,
     loss,
     loss_and_accuracy,
     one_hot,
-    smoothed_targets,
 )
 
 SIZES = [784, 512, 512, 10]
@@ -69,7 +69,8 @@ def test_default_initialisation_is_the_tutorials():
 
 
 @pytest.mark.parametrize("smoothing", [0.0, 0.1, 0.5])
-def test_label_smoothing_loss_matches_numpy(smoothing):
+def test_label_smoothing_loss_matches_numpy(smoothing, make_params):
+    """The targets training is given (loop_inputs) are label-smoothed as train.label_smoothing says."""
     params = init_params([784, 16, 10], jax.random.PRNGKey(3), 0.1)
     x = np.random.default_rng(1).random((6, 784), dtype=np.float32)
     labels = np.array([0, 3, 9, 3, 1, 7])
@@ -78,7 +79,7 @@ def test_label_smoothing_loss_matches_numpy(smoothing):
     log_probs = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
     targets = (1 - smoothing) * np.eye(10)[labels] + smoothing / 10
     expected = -np.mean(log_probs * targets)  # the tutorial's mean over examples and classes
-    smoothed = smoothed_targets(one_hot(labels, 10), smoothing)
+    smoothed = loop_inputs(make_params(train__label_smoothing=smoothing), x, labels).targets
     np.testing.assert_allclose(np.asarray(smoothed).sum(axis=1), 1.0, rtol=1e-6)
     np.testing.assert_allclose(float(loss(params, x, smoothed)), expected, rtol=1e-4)
     if smoothing == 0:

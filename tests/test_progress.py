@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import logging
 import os
-import time
 
 import pytest
 
@@ -34,20 +33,43 @@ def test_off_a_terminal_each_epoch_is_one_plain_line(caplog):
         f"epoch {e}/2  0.500 s  loss 0.250000  train 90.00%  test 80.00%" for e in (1, 2)]
 
 
-def test_the_bar_follows_the_loops_counter_a_few_times_a_second():
+class Ticks:
+    """The bar's stop event, replaced: each wait returns at once after moving the loop's counter to its next
+    position, and the last one stops the thread. So the test needs no clock and no sleeping."""
+
+    def __init__(self, counter: Counter, positions: list[int]):
+        self.counter, self.positions, self.timeouts = counter, list(positions), []
+
+    def wait(self, timeout: float) -> bool:
+        self.timeouts.append(timeout)
+        if not self.positions:
+            return True
+        self.counter.steps_done = self.positions.pop(0)
+        return False
+
+    def set(self) -> None:
+        self.positions = []
+
+    def clear(self) -> None:
+        pass
+
+
+def test_the_bar_follows_the_loops_counter_once_per_refresh():
     stream = io.StringIO()
     counter = Counter()
     bar = EpochProgress("train@nojit", 1, 100, lambda: counter.steps_done, stream, bar=True)
+    ticks = Ticks(counter, [10, 40, 70])
+    bar._stop = ticks  # type: ignore[assignment]
     bar.epoch_started(1)
-    start = time.perf_counter()
-    while time.perf_counter() - start < 1.2:  # a 1.2 s epoch whose loop only counts its steps
-        counter.steps_done = min(100, int(100 * (time.perf_counter() - start) / 1.2))
-        time.sleep(0.001)
-    draws_during_epoch = stream.getvalue().count("\r")
+    assert bar._thread is not None
+    bar._thread.join(timeout=30)
+    assert not bar._thread.is_alive(), "the thread stops when its stop event is set"
+    during = stream.getvalue()
     bar.epoch_finished(1, 1.2, 0.125, 0.95, 0.94)
     text = stream.getvalue()
-    assert draws_during_epoch <= 1 + 1.2 / progress.REFRESH_SECONDS + 1  # opening draw + timed refreshes
-    assert any(f"{n}/100" in text for n in range(1, 100)), "the bar moved during the epoch"
+    assert set(ticks.timeouts) == {progress.REFRESH_SECONDS}, "the thread waits the refresh interval each time"
+    assert all(f"{n}/100" in during for n in (10, 40, 70)), "each refresh shows the counter's position"
+    assert during.count("\r") <= 1 + 3, "one opening draw, then at most one draw per refresh"
     last = text.rstrip().split("\r")[-1]
     assert "train@nojit epoch 1/1" in last and "100/100" in last
     assert "1.200 s, 83 steps/s, loss 0.1250, test 94.00%" in last

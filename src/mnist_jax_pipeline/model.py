@@ -86,16 +86,8 @@ def one_hot(labels: np.ndarray | jax.Array, num_classes: int, dtype: jnp.dtype =
     return jnp.array(labels[:, None] == jnp.arange(num_classes), dtype)
 
 
-def smoothed_targets(targets: jax.Array, smoothing: float) -> jax.Array:
-    """Label smoothing: (1 - smoothing) * targets + smoothing / classes; the targets themselves at 0."""
-    if not smoothing:
-        return targets
-    classes = targets.shape[-1]
-    return (1 - smoothing) * targets + smoothing / classes
-
-
 def loss(params: MLPParams, images: jax.Array, targets: jax.Array) -> jax.Array:
-    """The tutorial's loss: -mean(log-probabilities * targets), one-hot or smoothed (smoothed_targets)."""
+    """The tutorial's loss: -mean(log-probabilities * targets), one-hot or smoothed (optax.smooth_labels)."""
     preds = batched_predict(params, images)
     return -jnp.mean(preds * targets)
 

@@ -27,7 +27,7 @@ from .artefacts.model_file import ModelMetadata, save_model
 from .artefacts.training import EpochRecord, RunInfo, TrainMetrics, XlaAnalysis
 from .config import Params, load
 from .errors import PipelineError
-from .loops.base import LoopInputs, TrainState, batch_bounds, loop_inputs, make_optimizer
+from .loops.base import LoopInputs, TrainState, loop_inputs, make_optimizer, steps_per_epoch
 from .model import init_params, loss_and_accuracy
 from .progress import EpochProgress
 from .runtime import device_info, exclusive, peak_rss_bytes
@@ -64,8 +64,7 @@ def initial_state(params: Params, inputs: LoopInputs) -> TrainState:
     """The initial parameters from PRNGKey(model.seed) (the tutorial's, by default) and a fresh optimizer state."""
     m = params.model
     weights = init_params(m.layer_sizes, jax.random.PRNGKey(m.seed), m.init_scale, m.init, m.output_init)
-    steps_per_epoch = len(batch_bounds(len(inputs.images), params.train.batch_size))
-    return TrainState(weights, make_optimizer(params.train, steps_per_epoch).init(weights))
+    return TrainState(weights, make_optimizer(params.train, len(inputs.images)).init(weights))
 
 
 def run_epochs(loop: loops.TrainingLoop, state: TrainState, epochs: int, after_epoch: AfterEpoch | None = None,
@@ -96,7 +95,7 @@ def train(params: Params, variant_name: str, data: Dataset, *, label: str = "") 
                             f" model.layer_sizes starts at {params.model.layer_sizes[0]}; re-run 'preprocess'")
     inputs = loop_inputs(params, data.train_images, data.train_labels)
     loop = loops.build(variant, inputs)
-    steps = len(batch_bounds(len(data.train_labels), params.train.batch_size))
+    steps = steps_per_epoch(len(data.train_labels), params.train.batch_size)
     bar = EpochProgress(label or console.job_label("train", variant.name), params.train.epochs, steps,
                         lambda: loop.steps_done)
     history: list[EpochRecord] = []
@@ -123,7 +122,7 @@ def summarize(run: Run, history: list[EpochRecord], examples: int, batch_size: i
     """The run's figures: per-epoch medians (over the epochs after the first), totals and final accuracies."""
     seconds = [h.epoch_seconds for h in history]
     median = statistics.median(seconds[1:] or seconds)
-    steps = len(batch_bounds(examples, batch_size))
+    steps = steps_per_epoch(examples, batch_size)
     return TrainMetrics(
         epochs=len(history), steps_per_epoch=steps, examples_per_epoch=examples,
         compile_seconds=None if run.compile_seconds is None else round(run.compile_seconds, 6),

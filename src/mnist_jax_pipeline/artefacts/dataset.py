@@ -10,7 +10,7 @@ from pydantic import Field
 
 from .. import paths
 from ..dataset_facts import IMAGE_PIXELS, NUM_CLASSES
-from ..errors import PipelineError
+from ..errors import remake
 from . import storage
 from .record import Record
 
@@ -74,8 +74,7 @@ def read_stats(processed_dir: str | Path = paths.PROCESSED.path) -> Stats:
     stats = storage.read_model(Path(processed_dir) / "stats.json", Stats, PROCESSED_MADE_BY)
     for split in ("train", "test"):
         if split not in stats.splits:
-            raise PipelineError(f"{Path(processed_dir) / 'stats.json'}: missing split '{split}';"
-                                f" re-run the '{PROCESSED_MADE_BY}' stage")
+            raise remake(Path(processed_dir) / "stats.json", f"missing split '{split}'", PROCESSED_MADE_BY)
     return stats
 
 
@@ -92,16 +91,13 @@ def load_split(processed_dir: str | Path, split: str) -> tuple[np.ndarray, np.nd
     base = Path(processed_dir)
     images = storage.load_array(base / f"{split}_images.npy", PROCESSED_MADE_BY, np.float32)
     if images.ndim not in (2, 3) or int(np.prod(images.shape[1:])) != IMAGE_PIXELS:
-        raise PipelineError(f"{base / f'{split}_images.npy'}: shape {images.shape}, expected (N, 784) or"
-                            f" (N, 28, 28); re-run the '{PROCESSED_MADE_BY}' stage")
+        raise remake(base / f"{split}_images.npy", f"shape {images.shape}, expected (N, 784) or (N, 28, 28)",
+                     PROCESSED_MADE_BY)
     if not np.isfinite(images).all():
-        raise PipelineError(f"{base / f'{split}_images.npy'}: holds NaN or infinite values;"
-                            f" re-run the '{PROCESSED_MADE_BY}' stage")
+        raise remake(base / f"{split}_images.npy", "holds NaN or infinite values", PROCESSED_MADE_BY)
     labels = storage.load_array(base / f"{split}_labels.npy", PROCESSED_MADE_BY, np.int32, (images.shape[0],))
     if not labels.size and split != "val":  # only the validation split may be empty (fraction 0)
-        raise PipelineError(f"{base / f'{split}_labels.npy'}: the {split} split is empty;"
-                            f" re-run the '{PROCESSED_MADE_BY}' stage")
+        raise remake(base / f"{split}_labels.npy", f"the {split} split is empty", PROCESSED_MADE_BY)
     if labels.size and not (labels.min() >= 0 and labels.max() < NUM_CLASSES):
-        raise PipelineError(f"{base / f'{split}_labels.npy'}: labels outside 0..{NUM_CLASSES - 1};"
-                            f" re-run the '{PROCESSED_MADE_BY}' stage")
+        raise remake(base / f"{split}_labels.npy", f"labels outside 0..{NUM_CLASSES - 1}", PROCESSED_MADE_BY)
     return images.reshape(len(images), IMAGE_PIXELS), labels

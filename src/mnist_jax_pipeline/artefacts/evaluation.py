@@ -9,7 +9,7 @@ from pydantic import Field
 
 from .. import paths
 from ..dataset_facts import NUM_CLASSES
-from ..errors import PipelineError
+from ..errors import remake
 from . import storage
 from .record import Record
 
@@ -61,8 +61,7 @@ def read_metrics(variant: str, root: str | Path = ".") -> EvalMetrics:
     path, made_by = paths.EVAL_METRICS.at(variant, root), paths.EVAL_METRICS.stage(variant)
     metrics = storage.read_model(path, EvalMetrics, made_by)
     if sorted(metrics.per_class, key=int) != [str(c) for c in range(NUM_CLASSES)]:
-        raise PipelineError(f"{path}: 'per_class' needs each of the {NUM_CLASSES} classes; re-run the"
-                            f" '{made_by}' stage")
+        raise remake(path, f"'per_class' needs each of the {NUM_CLASSES} classes", made_by)
     return metrics
 
 
@@ -71,11 +70,10 @@ def read_details(variant: str, test_count: int, root: str | Path = ".") -> EvalD
     path, made_by = paths.EVAL_DETAILS.at(variant, root), paths.EVAL_DETAILS.stage(variant)
     details = storage.read_model(path, EvalDetails, made_by)
     if any(len(row) != NUM_CLASSES for row in details.confusion_matrix):
-        raise PipelineError(f"{path}: the confusion matrix is not {NUM_CLASSES}x{NUM_CLASSES};"
-                            f" re-run the '{made_by}' stage")
+        raise remake(path, f"the confusion matrix is not {NUM_CLASSES}x{NUM_CLASSES}", made_by)
     wrong = details.misclassified_indices
     if not len(wrong) == len(details.true) == len(details.predicted) or any(
             not 0 <= i < test_count for i in wrong):
-        raise PipelineError(f"{path}: misclassified indices do not match the {test_count} test images of"
-                            f" {paths.PROCESSED.path}; re-run the '{made_by}' stage")
+        raise remake(path, f"misclassified indices do not match the {test_count} test images of"
+                           f" {paths.PROCESSED.path}", made_by)
     return details

@@ -15,7 +15,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from ..dataset_facts import IMAGE_PIXELS, NUM_CLASSES
-from ..errors import PipelineError
+from ..errors import PipelineError, missing, remake
 from . import storage
 from .record import Record
 
@@ -54,10 +54,10 @@ def load_model(path: str | Path, made_by: str) -> tuple[HostParams, ModelMetadat
 
     path = Path(path)
     if not path.is_file():
-        raise PipelineError(f"{path}: missing; run the '{made_by}' stage first")
+        raise missing(path, made_by)
 
     def corrupt(why: str) -> PipelineError:
-        return PipelineError(f"{path}: {why}; re-run the '{made_by}' stage")
+        return remake(path, str(why), made_by)
 
     try:
         with safe_open(str(path), framework="numpy") as handle:

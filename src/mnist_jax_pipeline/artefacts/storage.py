@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
-from ..errors import PipelineError
+from ..errors import PipelineError, missing, remake
 from ..text_files import read_text
 
 TMP_PREFIX = ".tmp-"
@@ -311,7 +311,7 @@ def invalid(path: Path, err: ValidationError, made_by: str) -> PipelineError:
     first = err.errors()[0]
     where = ".".join(str(part) for part in first["loc"])
     what = f"'{where}': {first['msg'].lower()}" if where else first["msg"].lower()
-    return PipelineError(f"{path}: {what}; re-run the '{made_by}' stage")
+    return remake(path, str(what), made_by)
 
 
 def read_model(path: str | Path, model: type[Model], made_by: str) -> Model:
@@ -322,7 +322,7 @@ def read_model(path: str | Path, model: type[Model], made_by: str) -> Model:
         return model.model_validate_json(text)
     except ValidationError as err:
         if any(e["type"] == "json_invalid" for e in err.errors()):
-            raise PipelineError(f"{path}: corrupt JSON; re-run the '{made_by}' stage") from err
+            raise remake(path, "corrupt JSON", made_by) from err
         raise invalid(path, err, made_by) from err
 
 
@@ -341,15 +341,14 @@ def read_rows(path: str | Path, model: type[Model], made_by: str) -> list[Model]
     reader = csv.DictReader(_read_text(path, made_by).splitlines())
     absent = [c for c in model.model_fields if c not in (reader.fieldnames or [])]
     if absent:
-        raise PipelineError(f"{path}: missing column '{absent[0]}'; re-run the '{made_by}' stage")
+        raise remake(path, f"missing column '{absent[0]}'", made_by)
     rows = []
     for line, row in enumerate(reader, start=2):
         try:
             rows.append(model.model_validate(row, strict=False))
         except ValidationError as err:
             first = err.errors()[0]
-            raise PipelineError(f"{path}: line {line}, column '{first['loc'][0]}': {first['msg'].lower()};"
-                                f" re-run the '{made_by}' stage") from err
+            raise remake(path, f"line {line}, column '{first['loc'][0]}': {first['msg'].lower()}", made_by) from err
     return rows
 
 
@@ -369,14 +368,14 @@ def load_array(
     try:
         array = np.load(path, allow_pickle=False)
     except FileNotFoundError as err:
-        raise PipelineError(f"{path}: missing; run the '{made_by}' stage first") from err
+        raise missing(path, made_by) from err
     except (ValueError, OSError, EOFError) as err:
-        raise PipelineError(f"{path}: corrupt or truncated array ({err}); re-run the '{made_by}' stage") from err
+        raise remake(path, f"corrupt or truncated array ({err})", made_by) from err
     if dtype is not None and array.dtype != np.dtype(dtype):
-        raise PipelineError(f"{path}: dtype {array.dtype}, expected {np.dtype(dtype)}; re-run the '{made_by}' stage")
+        raise remake(path, f"dtype {array.dtype}, expected {np.dtype(dtype)}", made_by)
     if shape is not None and (
         array.ndim != len(shape)
         or any(want is not None and got != want for got, want in zip(array.shape, shape, strict=True))
     ):
-        raise PipelineError(f"{path}: shape {array.shape}, expected {shape}; re-run the '{made_by}' stage")
+        raise remake(path, f"shape {array.shape}, expected {shape}", made_by)
     return array

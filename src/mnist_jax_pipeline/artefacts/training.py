@@ -7,7 +7,7 @@ from pathlib import Path
 from pydantic import Field
 
 from .. import paths
-from ..errors import PipelineError
+from ..errors import remake
 from . import storage
 from .record import Record
 
@@ -107,8 +107,7 @@ def read_run(variant: str, root: str | Path = ".") -> RunInfo:
     path, made_by = paths.TRAIN_RUN.at(variant, root), paths.TRAIN_RUN.stage(variant)
     run = storage.read_model(path, RunInfo, made_by)
     if run.variant != variant:
-        raise PipelineError(f"{path}: holds variant '{run.variant}', expected '{variant}'; re-run the"
-                            f" '{made_by}' stage")
+        raise remake(path, f"holds variant '{run.variant}', expected '{variant}'", made_by)
     return run
 
 
@@ -116,5 +115,5 @@ def read_history(variant: str, root: str | Path = ".") -> list[EpochRecord]:
     path, made_by = paths.TRAIN_HISTORY.at(variant, root), paths.TRAIN_HISTORY.stage(variant)
     rows = storage.read_rows(path, EpochRecord, made_by)
     if not rows:
-        raise PipelineError(f"{path}: no epochs; re-run the '{made_by}' stage")
+        raise remake(path, "no epochs", made_by)
     return rows

@@ -70,15 +70,3 @@ def read_pair(images_path: str | Path, labels_path: str | Path) -> tuple[np.ndar
             " the pair does not match, re-download both"
         )
     return images, labels
-
-
-def encode_idx(array: np.ndarray) -> bytes:
-    """Encode a uint8 array as IDX bytes (used to make test fixtures)."""
-    array = np.asarray(array, dtype=np.uint8)
-    header = bytes([0, 0, UBYTE, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape)
-    return header + array.tobytes()
-
-
-def write_idx_gz(path: str | Path, array: np.ndarray) -> None:
-    """Write a gzip-compressed IDX file with a fixed mtime (reproducible bytes)."""
-    Path(path).write_bytes(gzip.compress(encode_idx(array), mtime=0))

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
 from jax.typing import ArrayLike
@@ -21,7 +20,7 @@ from jax.typing import ArrayLike
 from ..artefacts.training import XlaAnalysis
 from ..config import Params, TrainConfig
 from ..dataset_facts import NUM_CLASSES
-from ..model import MLPParams, loss, one_hot, smoothed_targets
+from ..model import MLPParams, loss, one_hot
 
 
 class TrainState(NamedTuple):
@@ -83,25 +82,24 @@ class TrainingLoop(Protocol):
 
 def onecycle_schedule(peak: float, total_steps: int, warmup_fraction: float) -> optax.Schedule:
     """Linear warm-up from 0 to `peak` over the first `warmup_fraction` of `total_steps`, then linear
-    decay to 0 at `total_steps`: peak * min(t / w, (1 - t) / (1 - w)) with t = step / total_steps."""
+    decay to 0 at `total_steps`."""
     warmup = warmup_fraction * total_steps
-
-    def schedule(count: ArrayLike) -> jax.Array:
-        step = jnp.asarray(count, jnp.float32)
-        rising = step / warmup if warmup > 0 else jnp.float32(1)
-        falling = (total_steps - step) / (total_steps - warmup) if warmup < total_steps else jnp.float32(1)
-        return peak * jnp.clip(jnp.minimum(rising, falling), 0, 1)
-
-    return schedule
+    return optax.join_schedules([optax.linear_schedule(0.0, peak, warmup),
+                                 optax.linear_schedule(peak, 0.0, total_steps - warmup)], [warmup])
 
 
-def make_optimizer(config: TrainConfig, steps_per_epoch: int) -> optax.GradientTransformation:
+def steps_per_epoch(count: int, batch_size: int) -> int:
+    """Batches in one epoch of `count` examples, the last one partial (as batch_bounds cuts them)."""
+    return -(-count // batch_size)
+
+
+def make_optimizer(config: TrainConfig, train_count: int) -> optax.GradientTransformation:
     """Plain SGD by default (w - step_size * grad, as in the tutorial); momentum or Adam on request.
 
     Adam's b1 is `momentum` and its b2 `beta2`; `nesterov` applies to momentum and Adam.
     """
     rate: float | optax.Schedule = config.step_size
-    total_steps = steps_per_epoch * config.epochs
+    total_steps = steps_per_epoch(train_count, config.batch_size) * config.epochs
     if config.schedule == "cosine":
         rate = optax.cosine_decay_schedule(config.step_size, decay_steps=total_steps)
     elif config.schedule == "onecycle":
@@ -163,7 +161,6 @@ def xla_analysis(compiled: jax.stages.Compiled) -> XlaAnalysis | None:
 
 def loop_inputs(params: Params, images: np.ndarray, labels: np.ndarray) -> LoopInputs:
     """The update step and training arrays every loop is built with."""
-    steps_per_epoch = len(batch_bounds(len(labels), params.train.batch_size))
-    update = make_update(make_optimizer(params.train, steps_per_epoch))
-    targets = smoothed_targets(one_hot(labels, NUM_CLASSES), params.train.label_smoothing)
+    update = make_update(make_optimizer(params.train, len(labels)))
+    targets = optax.smooth_labels(one_hot(labels, NUM_CLASSES), params.train.label_smoothing)
     return LoopInputs(update, images, np.asarray(targets), params.train)

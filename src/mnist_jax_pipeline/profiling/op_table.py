@@ -35,7 +35,7 @@ from typing import Any
 
 from .. import paths
 from ..artefacts.profile_summary import MatmulTotals, OpRow, OpTable, Timeline, TimelineEvent
-from ..errors import PipelineError
+from ..errors import PipelineError, missing, remake
 
 Event = dict[str, Any]
 STEP_ANNOTATION = "train_step"  # the jax.profiler.StepTraceAnnotation around every traced call
@@ -103,19 +103,18 @@ def load_events(path: str | Path, made_by: str = "profile") -> list[Event]:
             blob = gzip.decompress(blob)
         data = json.loads(blob)
     except FileNotFoundError as err:
-        raise PipelineError(f"{path}: missing; run the '{made_by}' stage first") from err
+        raise missing(path, made_by) from err
     except (OSError, EOFError, zlib.error) as err:
-        raise PipelineError(f"{path}: corrupt or truncated gzip ({err}); re-run the '{made_by}' stage") from err
+        raise remake(path, f"corrupt or truncated gzip ({err})", made_by) from err
     except (ValueError, UnicodeDecodeError) as err:
-        raise PipelineError(f"{path}: not a Chrome-trace JSON file ({err}); re-run the '{made_by}' stage") from err
+        raise remake(path, f"not a Chrome-trace JSON file ({err})", made_by) from err
     events = data.get("traceEvents") if isinstance(data, dict) else data
     if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
-        raise PipelineError(f"{path}: no list of trace events; re-run the '{made_by}' stage")
+        raise remake(path, "no list of trace events", made_by)
     for event in events:
         if event.get("ph") == "X" and not (isinstance(event.get("ts"), int | float)
                                            and isinstance(event.get("dur"), int | float)):
-            raise PipelineError(f"{path}: an event without a start or duration ({event.get('name')!r});"
-                                f" re-run the '{made_by}' stage")
+            raise remake(path, f"an event without a start or duration ({event.get('name')!r})", made_by)
     return events
 
 

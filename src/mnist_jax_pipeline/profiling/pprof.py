@@ -24,7 +24,7 @@ from typing import Any
 from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
 
 from ..artefacts.profile_summary import Allocation, Executables, SnapshotDiff
-from ..errors import PipelineError
+from ..errors import missing, remake
 
 log = logging.getLogger(__name__)
 
@@ -130,17 +130,17 @@ def parse_profile(path: str | Path, made_by: str = "profile") -> Any:
     try:
         blob = path.read_bytes()
     except FileNotFoundError as err:
-        raise PipelineError(f"{path}: missing; run the '{made_by}' stage first") from err
+        raise missing(path, made_by) from err
     if blob[:2] == b"\x1f\x8b":
         try:
             blob = gzip.decompress(blob)
         except (OSError, EOFError, zlib.error) as err:
-            raise PipelineError(f"{path}: corrupt or truncated gzip ({err}); re-run the '{made_by}' stage") from err
+            raise remake(path, f"corrupt or truncated gzip ({err})", made_by) from err
     profile = profile_class()()
     try:
         profile.ParseFromString(blob)
     except message.DecodeError as err:
-        raise PipelineError(f"{path}: not a valid pprof profile ({err}); re-run the '{made_by}' stage") from err
+        raise remake(path, f"not a valid pprof profile ({err})", made_by) from err
     return profile
 
 
@@ -235,7 +235,7 @@ def samples(path: str | Path, made_by: str = "profile") -> list[Allocation]:
             rows.append(Allocation(bytes=int(sample.value[bytes_at]), count=int(sample.value[count_at]),
                                    labels=_labels(path, table, sample.label), stack=stack, origin=origin(stack)))
     except _Corrupt as err:
-        raise PipelineError(f"{path}: {err}; re-run the '{made_by}' stage") from err
+        raise remake(path, str(err), made_by) from err
     return rows
 
 

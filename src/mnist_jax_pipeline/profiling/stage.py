@@ -32,6 +32,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from .. import console, loops, paths, variants
 from ..artefacts import storage
@@ -50,8 +51,8 @@ from ..artefacts.profile_summary import (
 from ..config import Params, load
 from ..dataset_facts import NUM_CLASSES
 from ..errors import PipelineError
-from ..loops.base import TrainState, batch_bounds, epoch_order, loop_inputs, make_optimizer, make_update
-from ..model import MLPParams, batched_predict, init_params, one_hot, smoothed_targets
+from ..loops.base import TrainState, epoch_order, loop_inputs, make_optimizer, make_update
+from ..model import MLPParams, batched_predict, init_params, one_hot
 from ..runtime import exclusive, peak_rss_bytes
 from . import op_table, pprof
 
@@ -80,13 +81,13 @@ def _train_point(config: Params, model: HostParams, images: np.ndarray, labels: 
     """One update of the loaded model on the first batch of epoch 1 (compiled, or op by op)."""
     cfg = config.train
     count = len(labels)
-    optimizer = make_optimizer(cfg, len(batch_bounds(count, cfg.batch_size)))
+    optimizer = make_optimizer(cfg, count)
     order = epoch_order(count, cfg, 1)
     index = np.arange(min(cfg.batch_size, count)) if order is None else order[: cfg.batch_size]
     params = jax.device_put(model)
     state = TrainState(params, optimizer.init(params))
     x = jax.device_put(images[index])
-    y = smoothed_targets(one_hot(labels[index], NUM_CLASSES), cfg.label_smoothing)
+    y = optax.smooth_labels(one_hot(labels[index], NUM_CLASSES), cfg.label_smoothing)
     update = make_update(optimizer)
     new_state = (jax.jit(update) if jit else update)(state, x, y)
     return {"state": state, "images": x, "targets": y, "new_state": new_state}
@@ -198,8 +199,7 @@ def _check_shapes(config: Params, model_path: Path, model: HostParams, made_by: 
 def initial_state(config: Params, model: HostParams, train_count: int) -> TrainState:
     """The trained model with a fresh optimizer state, as the device holds it."""
     weights: MLPParams = [(jnp.asarray(w), jnp.asarray(b)) for w, b in model]
-    steps_per_epoch = len(batch_bounds(train_count, config.train.batch_size))
-    return TrainState(weights, make_optimizer(config.train, steps_per_epoch).init(weights))
+    return TrainState(weights, make_optimizer(config.train, train_count).init(weights))
 
 
 def trace(config: Params, variant: str, model: HostParams, images: np.ndarray, labels: np.ndarray,

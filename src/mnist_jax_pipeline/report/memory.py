@@ -16,7 +16,7 @@ from pathlib import Path
 from .. import paths, variants
 from ..artefacts.profile_summary import INSTALL_HINT, Allocation, OpRow, ProfileSummary, Snapshot, short_frame
 from ..artefacts.training import XlaAnalysis
-from ..errors import PipelineError
+from ..errors import remake
 from ..paths import SNAPSHOTS
 from .formatting import href, size
 from .inputs import Artefacts
@@ -182,7 +182,7 @@ def svg_data_uri(path: Path, made_by: str = "profile") -> str:
     try:
         cleaned = clean_svg(path.read_text(encoding="utf-8"))
     except (ET.ParseError, ValueError, UnicodeDecodeError) as err:
-        raise PipelineError(f"{path}: not a readable SVG ({err}); re-run the '{made_by}' stage") from err
+        raise remake(path, f"not a readable SVG ({err})", made_by) from err
     return "data:image/svg+xml;base64," + base64.b64encode(cleaned.encode()).decode("ascii")
 
 

@@ -142,6 +142,7 @@ def _visible_devices() -> int:
     return jax.device_count()
 
 
+@pytest.mark.slow
 def test_jit_scan_sharded_across_every_visible_device_equals_one_device(tmp_path):
     """On a GPU or TPU machine: every visible device against the first alone; on the CPU, four host
     devices against one."""

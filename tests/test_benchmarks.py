@@ -38,6 +38,7 @@ def accuracy(value: Any) -> bool:
     return finite(value, positive=False) and 0 <= value <= 1
 
 
+@pytest.mark.slow
 def test_bench_train(tmp_path: Path):
     out = tmp_path / "train.json"
     # 3 steps an epoch: on a loaded machine a round's epoch may beat its reference, which the benchmark
@@ -75,6 +76,7 @@ def test_bench_train(tmp_path: Path):
     assert {"device", "backend", "versions", "host_cpu_count", "host_cpu"} <= set(report)
 
 
+@pytest.mark.slow
 def test_trace_epoch(tmp_path: Path):
     folder = tmp_path / "trace"
     done = bench("trace_epoch.py", "--examples", "512", "--top", "5", "--keep", folder, cwd=tmp_path)
@@ -88,6 +90,7 @@ def test_trace_epoch(tmp_path: Path):
     assert perfetto and Path(perfetto.group(1)).is_file() and folder in Path(perfetto.group(1)).parents, lines[-1]
 
 
+@pytest.mark.slow
 def test_bench_time_to_accuracy_on_a_download_stage_folder(tmp_path: Path):
     raw = write_raw(tmp_path / "raw", train=600, test=200)
     out = tmp_path / "tta.json"
@@ -109,6 +112,7 @@ def test_bench_time_to_accuracy_on_a_download_stage_folder(tmp_path: Path):
         assert len(run["epoch_seconds"]) == 1 and finite(run["compile_seconds"])
 
 
+@pytest.mark.slow
 def test_ablation_time_to_accuracy(tmp_path: Path):
     json_out, markdown_out = tmp_path / "ablation.json", tmp_path / "ablation.md"
     done = bench("ablation_time_to_accuracy.py", "--synthetic", "--examples", "600", "--seeds", "0", "--only", "0,7",

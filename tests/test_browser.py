@@ -12,6 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import unquote
 
+import pytest
+
 from browser import ARGS, CHROMIUM, artifacts_dir
 from conftest import TINY_VARIANTS, unavailable
 from mnist_jax_pipeline import paths
@@ -40,6 +42,7 @@ LAYOUT = """short => ({
 })"""
 
 
+@pytest.mark.slow
 def test_report_answers_in_two_screens_offline(report_tree: Path) -> None:
     if not CHROMIUM.exists():
         unavailable("chromium not installed: run .ci/install-browser.sh")

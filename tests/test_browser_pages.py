@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from browser import open_offline
@@ -90,6 +91,7 @@ def _change_workspace(tree: Path) -> None:
             writer.writerows(rows)
 
 
+@pytest.mark.slow
 def test_dvc_plots_diff_renders_offline_and_tells_revisions_apart(report_tree: Path) -> None:
     render(load("params.yaml"), "params.yaml")  # writes plots/variants.csv
     dvc = str(BIN / "dvc")

@@ -18,15 +18,18 @@ REAL_DATA_TEST = "tests/test_download.py::test_real_download_through_tfds"
 def pytest_run(env_changes: dict[str, str | None]) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in env_changes}
     env.update({k: v for k, v in env_changes.items() if v is not None})
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", REAL_DATA_TEST],
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
+                           REAL_DATA_TEST],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_without_the_mirror_a_real_data_test_skips_outside_ci():
     done = pytest_run({"CI": None, "MNIST_MIRROR": None})
     assert done.returncode == 0 and "1 skipped" in done.stdout, done.stdout
 
 
+@pytest.mark.slow
 def test_under_ci_a_real_data_test_that_cannot_run_fails():
     done = pytest_run({"CI": "true", "MNIST_MIRROR": None})
     assert done.returncode == 1 and ("1 failed" in done.stdout or "1 error" in done.stdout), done.stdout

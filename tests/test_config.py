@@ -128,6 +128,7 @@ SNAKEMAKES_OWN = "ValueError: Invalid config definition: Config entry must start
 PROFILE_NOTE = "Using workflow specific profile profiles/default"  # Snakemake's note on the default profile
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("override", ["variants=[jit]", "train={epochs: 3}", "train.epochs=3"])
 def test_snakemake_config_overrides_are_refused_naming_the_way(override):
     """One line naming params.yaml, dvc exp run -S and presets. A dotted key never reaches the workflow:

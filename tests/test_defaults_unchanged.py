@@ -68,6 +68,7 @@ def test_the_new_keys_default_to_the_tutorial(make_params):
     assert params.train.schedule == "constant"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("optimizer", "schedule", "shuffle"), [
     ("sgd", "constant", False),  # the tutorial itself
     ("sgd", "cosine", True),

@@ -118,6 +118,7 @@ def test_params_naming_a_folder_is_one_line(project):
         "error: folder: is a folder, not a file; run from the project root or pass --params")
 
 
+@pytest.mark.slow
 def test_snakemake_refuses_bad_params_before_scheduling_any_job(project):
     for name in ("Snakefile", "workflow", "src"):
         (project / name).symlink_to(ROOT / name)
@@ -247,6 +248,7 @@ def test_text_is_written_and_read_as_utf8_whatever_the_locale(project):
     assert params.read_bytes().startswith(f"# {text}\n".encode())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("platform", ["gpu", "cuda"])
 def test_a_jax_platform_this_machine_lacks_is_one_line(project, platform):
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "MNIST_PIPELINE_LOCK": str(project / ".lock"),
@@ -309,6 +311,7 @@ def _debris(project: Path) -> list[str]:
     return sorted(str(p.relative_to(project)) for p in project.rglob(f"{storage.TMP_PREFIX}*"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_a_stop_signal_removes_the_temporary_output_and_exits_128_plus_n(trained, sig):
     proc = _start_profile(trained)
@@ -319,6 +322,7 @@ def test_a_stop_signal_removes_the_temporary_output_and_exits_128_plus_n(trained
     assert _debris(trained) == [] and not paths.PROFILE.at("jit", trained).exists()
 
 
+@pytest.mark.slow
 def test_what_a_sigkill_leaves_is_swept_by_the_next_run(trained):
     proc = _start_profile(trained)
     proc.kill()

@@ -89,6 +89,7 @@ def test_a_nan_pixel_names_the_array_and_the_stage(tmp_path, tiny_processed):
         evaluate("jit", tiny_processed, tmp_path)
 
 
+@pytest.mark.slow
 def test_the_evaluate_command_says_its_test_accuracy(report_tree, caplog):
     import logging
 

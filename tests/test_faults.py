@@ -56,6 +56,7 @@ def test_full_or_read_only_disk_gives_a_clear_error_and_no_partial_file(tmp_path
         _umount(models)
 
 
+@pytest.mark.slow
 def test_read_only_folder_by_its_permissions(tmp_path, make_params, tiny_processed):
     """Permission bits, not a mount: as root too (the command runs without root's DAC capabilities)."""
     models = tmp_path / "models"

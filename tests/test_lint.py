@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import ROOT
 
 
@@ -15,12 +17,14 @@ def test_ruff_is_clean():
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_mypy_is_clean():
     mypy = shutil.which("mypy") or str(Path(sys.executable).parent / "mypy")
     done = subprocess.run([mypy, "src"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_snakemake_lint_is_clean():
     snakemake = Path(sys.executable).parent / "snakemake"
     done = subprocess.run([str(snakemake), "--lint"], cwd=ROOT, capture_output=True, text=True, timeout=300)

@@ -54,6 +54,7 @@ def test_every_loop_name_has_its_class_and_what_one_call_runs():
     assert {v.loop for v in variants.VARIANTS} <= names
 
 
+@pytest.mark.slow
 def test_every_loop_uses_the_epoch(make_params, tiny_processed):
     """Each loop's epochs differ when shuffling is on: the epoch number is used, not ignored."""
     params = make_params(model__layer_sizes=[784, 16, 10], train__shuffle=True, train__epochs=2)
@@ -68,6 +69,7 @@ def test_every_loop_uses_the_epoch(make_params, tiny_processed):
         assert not np.array_equal(first.params[0][0], second.params[0][0]), variant.name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_jit_scan_agrees_with_jit(tmp_path, make_params, tiny_processed, shuffle):
     # 600 examples, batch 64: 9 full batches in the scan plus a partial one of 24, as in the loop
@@ -103,6 +105,7 @@ print(json.dumps({"devices": len(jax.devices())}))
 """
 
 
+@pytest.mark.slow
 def test_sharded_over_two_cpu_devices_equals_one_device(tmp_path):
     results = {}
     for count in (1, 2):
@@ -120,6 +123,7 @@ def test_sharded_over_two_cpu_devices_equals_one_device(tmp_path):
     assert training.read_run("jit_scan", tmp_path / "d2").device_count == 2
 
 
+@pytest.mark.slow
 def test_benchmark_smoke_run():
     done = subprocess.run([sys.executable, "benchmarks/bench_train.py", "--synthetic", "--examples", "1024",
                            "--rounds", "2", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -204,6 +208,7 @@ LEVERS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("levers", list(LEVERS))
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_every_lever_runs_alike_in_every_variant(tmp_path, make_params, tiny_processed, levers, shuffle):
@@ -220,6 +225,7 @@ def test_every_lever_runs_alike_in_every_variant(tmp_path, make_params, tiny_pro
     assert training.read_metrics("jit_scan", tmp_path).final_test_accuracy > 0.8
 
 
+@pytest.mark.slow
 def test_time_to_accuracy_benchmark_smoke_run():
     done = subprocess.run([sys.executable, "benchmarks/bench_time_to_accuracy.py", "--synthetic", "--examples",
                            "1024", "--seeds", "0,1", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -238,6 +244,7 @@ def test_time_to_accuracy_benchmark_smoke_run():
         assert report[key]
 
 
+@pytest.mark.slow
 def test_time_to_accuracy_benchmark_on_the_download_stages_data_matches_the_pipeline(tmp_path):
     """With --raw the benchmark trains on exactly what the pipeline trains on: seed 0 is train@jit_scan."""
     from conftest import write_raw

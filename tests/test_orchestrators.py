@@ -85,6 +85,7 @@ def both():
     return snakemake_stages(), dvc_stages()
 
 
+@pytest.mark.slow
 def test_same_stage_names(both):
     snake, dvc = both
     assert set(snake) == set(dvc)
@@ -126,6 +127,7 @@ def test_every_dvc_dep_is_made_by_a_stage_or_is_code(both):
                 f"{name}: {dep} is made by no stage, nor is it code or the runtime lock"
 
 
+@pytest.mark.slow
 def test_the_default_target_runs_every_stage_dvc_runs(both):
     """`snakemake` (its default target) schedules a job for every stage `dvc repro` runs."""
     import subprocess

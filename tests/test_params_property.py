@@ -161,6 +161,7 @@ def raw_dir(tmp_path_factory) -> Path:
     return write_raw(tmp_path_factory.mktemp("property") / "raw")
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, derandomize=True)
 @given(changed=changes)
 def test_a_refusal_is_one_line_naming_the_key(changed: dict[str, str]) -> None:
@@ -176,6 +177,7 @@ def test_a_refusal_is_one_line_naming_the_key(changed: dict[str, str]) -> None:
     assert any(key in lines[0] for key in named), (changed, lines[0])
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(changed=changes)

@@ -72,6 +72,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             "summary": summary.model_dump(mode="json"), "typed": summary}
 
 
+@pytest.mark.slow
 def test_writes_one_snapshot_per_point_and_the_summary(run: dict[str, Any]) -> None:
     out = run["out"]
     for point in POINTS:

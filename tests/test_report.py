@@ -43,6 +43,7 @@ def _figures(variants: list[str]) -> list[str]:
     return paths.REPORT_FIGURES.file_names(tuple(variants))
 
 
+@pytest.mark.slow
 def test_html_has_every_section_and_is_self_contained(report_tree: Path) -> None:
     html, _ = _render(report_tree)
     for section in SECTIONS:
@@ -91,6 +92,7 @@ def test_summary_states_accuracy_device_and_provenance(report_tree: Path) -> Non
     assert "commit `unknown`" in summary  # the tree is no git repository
 
 
+@pytest.mark.slow
 def test_figures_are_pngs_and_byte_stable(report_tree: Path) -> None:
     _render(report_tree)
     folder = Path(paths.REPORT_FIGURES.path)
@@ -117,6 +119,7 @@ def test_without_profile_the_report_says_how_to_make_one(report_tree: Path) -> N
     assert "no memory profile (run the `profile` stage)" in summary
 
 
+@pytest.mark.slow
 def test_without_pprof_the_report_gives_the_install_hint(report_tree: Path) -> None:
     for variant in TINY_VARIANTS:
         summary_path = paths.PROFILE.at(variant, report_tree) / "summary.json"
@@ -176,6 +179,7 @@ def test_trace_and_xla_sections(report_tree: Path) -> None:
     assert "The cpu backend provides no device <code>memory_stats()</code>" in memory
 
 
+@pytest.mark.slow
 def test_a_variant_without_a_profile_is_named(report_tree: Path) -> None:
     shutil.rmtree(paths.PROFILE.at("jit_scan", report_tree))
     html, _ = _render(report_tree)
@@ -285,6 +289,7 @@ def test_git_state_names_modified_files_but_not_dvc_lock(tmp_path: Path, monkeyp
     assert provenance.git_state()["modified"] == ["a.txt", "b c.txt"]
 
 
+@pytest.mark.slow
 def test_report_lists_the_modified_files(report_tree: Path) -> None:
     subprocess.run([*GIT, "init", "-q"], check=True)
     subprocess.run([*GIT, "add", "params.yaml"], check=True)
@@ -373,6 +378,7 @@ def _check_ticks(name: str, fig) -> None:
         assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:]), (name, index, which, texts)
 
 
+@pytest.mark.slow
 def test_report_figures_have_plain_ticks_that_never_collide(report_tree: Path) -> None:
     from matplotlib import style as mpl_style
 

@@ -48,6 +48,7 @@ def test_the_reference_times_every_product_the_compiled_epoch_runs():
     assert roofline.batch_counts(256, 128) == {128: 2}
 
 
+@pytest.mark.slow
 def test_the_limit_counts_the_epochs_flops():
     sizes = [784, 512, 512, 10]
     per_example = sum(g.flops for g in roofline.step_gemms(sizes, 1))

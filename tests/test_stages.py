@@ -140,6 +140,7 @@ def imported(tmp_path_factory) -> dict[str, set[str]]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stage", [stage.name for stage in stages.STAGES])
 def test_code_deps_cover_every_module_the_command_imports(imported, stage):
     deps = _dvc_deps()[stage]

@@ -39,6 +39,7 @@ def test_batches_cover_every_example_once():
     assert bounds[-1] == (512, 600) and sum(b - a for a, b in bounds) == 600
 
 
+@pytest.mark.slow
 def test_train_writes_model_metrics_run_and_history(tmp_path, small_params, tiny_processed):
     metrics = run(tmp_path, small_params, tiny_processed, "jit")
     assert metrics.final_test_accuracy > 0.9  # the synthetic digits are easy
@@ -55,6 +56,7 @@ def test_train_writes_model_metrics_run_and_history(tmp_path, small_params, tiny
     assert metadata.params_sha256 == small_params.digest("model", "train")
 
 
+@pytest.mark.slow
 def test_metrics_hold_numbers_only(tmp_path, small_params, tiny_processed):
     run(tmp_path, small_params, tiny_processed, "nojit")
 
@@ -70,6 +72,7 @@ def test_metrics_hold_numbers_only(tmp_path, small_params, tiny_processed):
     assert "compile_seconds" not in data and "xla" not in data  # nothing compiled
 
 
+@pytest.mark.slow
 def test_two_runs_give_byte_identical_models(tmp_path, small_params, tiny_processed):
     for name in ("a", "b"):
         run(tmp_path / name, small_params, tiny_processed, "jit")
@@ -77,6 +80,7 @@ def test_two_runs_give_byte_identical_models(tmp_path, small_params, tiny_proces
     assert first == second
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_jit_and_nojit_agree(tmp_path, make_params, tiny_processed, shuffle):
     params = make_params(model__layer_sizes=[784, 64, 64, 10], train__epochs=3, train__batch_size=32,

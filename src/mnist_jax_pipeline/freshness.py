@@ -136,8 +136,11 @@ class Checker:
         stamp = self.read(job)
         first = (job.outputs() or [job.stamp_path])[0]
         if stamp is None or stamp.stage != job.name:
-            what = "missing" if not any(p.exists() for p in job.outputs()) else "not made by this pipeline's stage"
-            found.append(f"{first}: {what} (no provenance record {job.stamp_path})")
+            absent = [p for p in job.outputs() if not p.exists()]
+            if absent:  # a fresh clone: the data and models are not in git (the metrics are)
+                found.append(f"{absent[0]}: missing (no provenance record {job.stamp_path})")
+            else:
+                found.append(f"{first}: not recorded as made by '{job.name}' (no provenance record {job.stamp_path})")
         else:
             now = self.hashes.tree(job.outputs())
             for name in sorted(set(stamp.outputs) | set(now)):

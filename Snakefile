@@ -39,5 +39,5 @@ onerror:
 
 rule all:  # every output of every stage in the table
     input:
-        stages.snakemake_targets(VARIANTS),
+        snakemake_paths.snakemake_targets(VARIANTS),
     default_target: True

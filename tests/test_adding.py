@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, write_raw
-from mnist_jax_pipeline import paths, stages
+from mnist_jax_pipeline import generate, paths, stages
 from workspace import WOULD_RUN, copy_workspace, dvc_ran, dvc_stale, make_workspace, set_params, sh
 
 pytestmark = pytest.mark.slow
 PACKAGE = "src/mnist_jax_pipeline"
-SCHEMA = stages.SCHEMA_JSON.as_posix()
+SCHEMA = generate.SCHEMA_JSON.as_posix()
 TINY = {"model.layer_sizes": [784, 32, 10], "train.epochs": 2, "variants": ["jit"], "profile.trace_steps": 1}
 
 

@@ -232,10 +232,10 @@ def c_locale() -> dict[str, str]:
 
 def test_text_is_written_and_read_as_utf8_whatever_the_locale(project):
     text = "98.5% \u2026 2\u00b3\u00b2 r\u00e9glages"
-    code = ("import locale; from mnist_jax_pipeline import stages; from mnist_jax_pipeline.artefacts import storage;"
+    code = ("import locale; from mnist_jax_pipeline import code_deps; from mnist_jax_pipeline.artefacts import storage;"
             " assert locale.getpreferredencoding(False) == 'ANSI_X3.4-1968', locale.getpreferredencoding(False);"
             f" storage.write_text({str(project / 'out.md')!r}, {ascii(text)});"
-            " stages.command_code('report')")  # the report's code is not ASCII
+            " code_deps.command_code('report')")  # the report's code is not ASCII
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=c_locale(), capture_output=True)
     assert done.returncode == 0, done.stderr.decode()
     assert (project / "out.md").read_bytes() == text.encode("utf-8")

@@ -26,7 +26,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("loops", frozenset({"loops", "progress"})),
     ("parameter files", frozenset({"presets", "sweeps"})),
     ("stages", frozenset({"train", "evaluate", "profiling", "report"})),
-    ("stage table", frozenset({"commands", "stages", "freshness"})),
+    ("stage table", frozenset({"commands", "stages", "code_deps", "generate", "snakemake_paths", "freshness"})),
     ("entry point", frozenset({"cli"})),
 )
 # Layers whose units are independent of each other: one stage reads another's outputs through

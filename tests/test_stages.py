@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, tiny_params_dict, write_params, write_raw
-from mnist_jax_pipeline import cli, commands, paths, stages, variants
+from mnist_jax_pipeline import cli, code_deps, commands, generate, paths, stages, variants
 from mnist_jax_pipeline.config import schema
 
 PACKAGE = "mnist_jax_pipeline"
@@ -34,7 +34,7 @@ sys.exit(main(sys.argv[1:]))
 
 def test_generated_files_are_current(monkeypatch):
     monkeypatch.chdir(ROOT)
-    assert stages.stale() == [], "run `mnist-pipeline generate` and commit the result"
+    assert generate.stale() == [], "run `mnist-pipeline generate` and commit the result"
 
 
 def test_every_artefact_is_made_by_a_stage_and_every_input_by_an_earlier_one():
@@ -156,6 +156,6 @@ def test_package_data_the_report_reads_is_a_dep():
 
 
 def test_a_stage_does_not_depend_on_code_it_never_imports():
-    deps = {name: stages.code_files(stages.get(name)) for name in ("download", "evaluate")}
+    deps = {name: code_deps.code_files(stages.get(name)) for name in ("download", "evaluate")}
     assert not any("loops/" in f or f.endswith("train.py") for f in deps["evaluate"])
     assert not any("report/" in f or "model.py" in f for f in deps["download"])

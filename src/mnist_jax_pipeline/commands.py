@@ -1,7 +1,7 @@
 """The command table of `mnist-pipeline`: each command's module, help and options.
 
 It is data, read by the entry point (cli.py, which parses and dispatches) and by the stage table
-(stages.py, which follows a stage's command to its module for the code deps), so neither imports
+(code_deps.py, which follows a stage's command to its module for the code deps), so neither imports
 the other.
 """
 
@@ -70,6 +70,6 @@ COMMANDS: dict[str, Command] = {
                     " variant with test accuracy, timings and the changed parameters"),
     "preset": Command("presets", "merge presets/NAME.yaml over params.yaml and print each changed key",
                       (Option("name", "the preset's name (presets/NAME.yaml)"),)),
-    "generate": Command("stages", "write the files derived from the stage table (dvc.yaml, the params schema)",
+    "generate": Command("generate", "write the files derived from the stage table (dvc.yaml, the params schema)",
                         (Option("--check", "only check that they are current", switch=True),)),
 }

@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from . import paths, stages
+from . import code_deps, paths, stages
 from .artefacts import storage
 from .artefacts.provenance import Hashes, Stamp
 from .config import Params
@@ -105,15 +105,15 @@ class Checker:
     def code(self, stage: stages.Stage) -> dict[str, str]:
         """{code file: digest} of what the stage runs: the checkout's package, else the installed one."""
         if stage.name not in self._code:
-            root = stages.CODE_ROOT if stages.CODE_ROOT.is_dir() else PACKAGE_DIR
-            files = [Path(f) for f in stages.code_files(stage, root)]
+            root = code_deps.CODE_ROOT if code_deps.CODE_ROOT.is_dir() else PACKAGE_DIR
+            files = [Path(f) for f in code_deps.code_files(stage, root)]
             self._code[stage.name] = {self._name(f, root): self.hashes.of(f) for f in files}
         return self._code[stage.name]
 
     @staticmethod
     def _name(file: Path, root: Path) -> str:
         """A code file's name in the record: under src/ for the package's, else as given."""
-        return (stages.CODE_ROOT / file.relative_to(root)).as_posix() if root in file.parents else file.as_posix()
+        return (code_deps.CODE_ROOT / file.relative_to(root)).as_posix() if root in file.parents else file.as_posix()
 
     def inputs(self, job: Job) -> dict[str, str]:
         return self.hashes.tree(p for _, read in job.producers(self.params.variants) for p in read)
@@ -221,12 +221,12 @@ class Checker:
 
     def check_installed(self, stage: stages.Stage) -> None:
         """Refuse to run code other than the checkout's: the record would name code that did not run."""
-        if not stages.CODE_ROOT.is_dir() or stages.CODE_ROOT.resolve() == PACKAGE_DIR:
+        if not code_deps.CODE_ROOT.is_dir() or code_deps.CODE_ROOT.resolve() == PACKAGE_DIR:
             return
         for name, digest in self.code(stage).items():
-            if stages.CODE_ROOT not in Path(name).parents:
+            if code_deps.CODE_ROOT not in Path(name).parents:
                 continue  # the lock export: not code of the package
-            installed = PACKAGE_DIR / Path(name).relative_to(stages.CODE_ROOT)
+            installed = PACKAGE_DIR / Path(name).relative_to(code_deps.CODE_ROOT)
             if not installed.is_file() or self.hashes.of(installed) != digest:
                 raise PipelineError(f"{name}: differs from the installed package ({installed}); install the"
                                     " checkout's code: pip install -e . (or rebuild the image)")

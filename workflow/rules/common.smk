@@ -44,7 +44,7 @@ def stopped_before_start():
         sys.exit(f"error: stopped by {signal.Signals(STOPPING[0]).name} before any job started")
 
 
-from mnist_jax_pipeline import console, freshness, paths, runtime, stages, sweeps, variants
+from mnist_jax_pipeline import code_deps, console, freshness, paths, runtime, snakemake_paths, stages, sweeps, variants
 from mnist_jax_pipeline.artefacts import storage
 from mnist_jax_pipeline.config import load, validate
 from mnist_jax_pipeline.errors import PipelineError
@@ -150,7 +150,7 @@ def stage_inputs(name):
         names = [maker.stamp.path] if stage.per_variant or not maker.per_variant else [
             maker.stamp.path.format(variant=v) for v in VARIANTS]
         upstream += [path for path in names if path not in upstream]
-    return [own, *upstream] + [ancient(path) for path in stages.snakemake_inputs(name, VARIANTS)]
+    return [own, *upstream] + [ancient(path) for path in snakemake_paths.snakemake_inputs(name, VARIANTS)]
 
 
 def stage_outputs(name):
@@ -158,7 +158,7 @@ def stage_outputs(name):
     named outputs): `output: **stage_outputs(name)`. Each is update(): Snakemake would otherwise delete a
     job's earlier outputs before it runs, and a failed or stopped job would leave none (the stages write
     atomically, so an earlier output stays until the new one is complete)."""
-    files, folders = stages.snakemake_outputs(name, VARIANTS)
+    files, folders = snakemake_paths.snakemake_outputs(name, VARIANTS)
     named = {path: update(path) for path in files} | {folder: update(directory(folder)) for folder in folders}
     return {re.sub(r"\W", "_", Path(path).name.replace("{variant}", "")).strip("_"): out for path, out in named.items()}
 
@@ -320,7 +320,7 @@ def point_inputs(name):
         upstream.append(f"{POINT}/{stages.get('train').stamp.path}")
     own = (MARKERS / POINT / Path(stage.stamp.path.format(variant="{variant}")).name).as_posix()
     return {"marker": own, "params": f"{POINT}/{paths.POINT_PARAMS}", "records": upstream,
-            "upstream": [ancient(path) for path in stages.point_inputs(name, POINT)]}
+            "upstream": [ancient(path) for path in snakemake_paths.point_inputs(name, POINT)]}
 
 
 def point_command(stage):
@@ -338,5 +338,5 @@ def sweeps_command():
 def sweep_files(wildcards):
     """Every point's outputs that the comparison page reads."""
     sweep = SWEEPS[wildcards.sweep]
-    outputs = [path for stage in ("train", "evaluate") for path in stages.snakemake_outputs(stage, ())[0]]
+    outputs = [path for stage in ("train", "evaluate") for path in snakemake_paths.snakemake_outputs(stage, ())[0]]
     return [f"{sweep.folder(p)}/{path}".replace("{variant}", sweep.variant) for p in sweep.points for path in outputs]

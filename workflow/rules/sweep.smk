@@ -33,7 +33,7 @@ rule sweep_train:
     input:
         **point_inputs("train"),
     output:
-        [update(f"{POINT}/{path}") for path in stages.snakemake_outputs("train", ())[0]],
+        [update(f"{POINT}/{path}") for path in snakemake_paths.snakemake_outputs("train", ())[0]],
     log:
         "logs/sweeps/{sweep}/{point}/train_{variant}.log",
     wildcard_constraints:
@@ -46,7 +46,7 @@ rule sweep_evaluate:
     input:
         **point_inputs("evaluate"),
     output:
-        [update(f"{POINT}/{path}") for path in stages.snakemake_outputs("evaluate", ())[0]],
+        [update(f"{POINT}/{path}") for path in snakemake_paths.snakemake_outputs("evaluate", ())[0]],
     log:
         "logs/sweeps/{sweep}/{point}/evaluate_{variant}.log",
     wildcard_constraints:
@@ -58,7 +58,7 @@ rule sweep_evaluate:
 rule sweep_compare:
     input:
         sweep_files,
-        stages.command_code("compare", ("report/templates",)),
+        code_deps.command_code("compare", ("report/templates",)),
         sweep="sweeps/{sweep}.yaml",
     output:
         f"sweeps/{{sweep}}/{paths.COMPARE_HTML}",

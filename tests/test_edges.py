@@ -16,7 +16,7 @@ import pytest
 
 from conftest import ROOT, adopt, run_stages, tiny_params_dict, without_root_powers, write_params, write_raw
 from mnist_jax_pipeline import paths, sweeps
-from mnist_jax_pipeline.artefacts import storage
+from mnist_jax_pipeline.artefacts import atomic
 from mnist_jax_pipeline.cli import main
 from mnist_jax_pipeline.config import MAX_FILE_BYTES, read_yaml, validate
 from mnist_jax_pipeline.errors import PipelineError
@@ -232,9 +232,9 @@ def c_locale() -> dict[str, str]:
 
 def test_text_is_written_and_read_as_utf8_whatever_the_locale(project):
     text = "98.5% \u2026 2\u00b3\u00b2 r\u00e9glages"
-    code = ("import locale; from mnist_jax_pipeline import code_deps; from mnist_jax_pipeline.artefacts import storage;"
+    code = ("import locale; from mnist_jax_pipeline import code_deps; from mnist_jax_pipeline.artefacts import atomic;"
             " assert locale.getpreferredencoding(False) == 'ANSI_X3.4-1968', locale.getpreferredencoding(False);"
-            f" storage.write_text({str(project / 'out.md')!r}, {ascii(text)});"
+            f" atomic.write_text({str(project / 'out.md')!r}, {ascii(text)});"
             " code_deps.command_code('report')")  # the report's code is not ASCII
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=c_locale(), capture_output=True)
     assert done.returncode == 0, done.stderr.decode()
@@ -293,7 +293,7 @@ def _start_profile(project: Path) -> subprocess.Popen:
     proc = subprocess.Popen([str(BIN / "mnist-pipeline"), "profile", "--variant", "jit"], cwd=project, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
-    while not list((project / "reports" / "profile").glob(f"{storage.TMP_PREFIX}jit.*")):
+    while not list((project / "reports" / "profile").glob(f"{atomic.TMP_PREFIX}jit.*")):
         assert proc.poll() is None, proc.communicate()[1]
         assert time.monotonic() < deadline, "the profile stage never started writing"
         time.sleep(0.02)
@@ -308,7 +308,7 @@ def trained(project: Path) -> Path:
 
 
 def _debris(project: Path) -> list[str]:
-    return sorted(str(p.relative_to(project)) for p in project.rglob(f"{storage.TMP_PREFIX}*"))
+    return sorted(str(p.relative_to(project)) for p in project.rglob(f"{atomic.TMP_PREFIX}*"))
 
 
 @pytest.mark.slow
@@ -336,11 +336,11 @@ def test_what_a_sigkill_leaves_is_swept_by_the_next_run(trained):
 KILL_BETWEEN_RENAMES = """
 import os, signal, sys
 from pathlib import Path
-from mnist_jax_pipeline.artefacts import storage
+from mnist_jax_pipeline.artefacts import atomic
 target, exchange = Path(sys.argv[1]), sys.argv[2] == "exchange"
 if not exchange:
-    storage._exchange = lambda a, b: False
-real_replace, real_rmtree, calls = os.replace, storage.shutil.rmtree, []
+    atomic._exchange = lambda a, b: False
+real_replace, real_rmtree, calls = os.replace, atomic.shutil.rmtree, []
 def replace(src, dst):
     calls.append((src, dst))
     if len(calls) == 2:  # the earlier output is set aside; the new one is not yet in place
@@ -348,9 +348,9 @@ def replace(src, dst):
     return real_replace(src, dst)
 def rmtree(path, *args, **kwargs):  # after the atomic swap, before the earlier output is removed
     os.kill(os.getpid(), signal.SIGKILL)
-storage.os.replace = replace
-storage.shutil.rmtree = rmtree
-with storage.atomic_dir(target) as tmp:
+atomic.os.replace = replace
+atomic.shutil.rmtree = rmtree
+with atomic.atomic_dir(target) as tmp:
     (tmp / "version").write_text("new")
 """
 
@@ -358,7 +358,7 @@ with storage.atomic_dir(target) as tmp:
 @pytest.mark.parametrize("mode", ["two renames", "exchange"])
 def test_a_kill_between_the_renames_never_loses_the_earlier_output(tmp_path, mode):
     target = tmp_path / "out"
-    with storage.atomic_dir(target) as tmp:
+    with atomic.atomic_dir(target) as tmp:
         (tmp / "version").write_text("earlier")
     done = subprocess.run([sys.executable, "-c", KILL_BETWEEN_RENAMES, str(target), mode.split()[0]],
                           capture_output=True, text=True, timeout=120,
@@ -368,9 +368,9 @@ def test_a_kill_between_the_renames_never_loses_the_earlier_output(tmp_path, mod
         assert (target / "version").read_text() == "new"
     else:
         assert not target.exists()
-        (old,) = tmp_path.glob(f"{storage.TMP_PREFIX}out.*.old")
+        (old,) = tmp_path.glob(f"{atomic.TMP_PREFIX}out.*.old")
         assert (old / "version").read_text() == "earlier"
-    storage.sweep(target)  # what the next run of the stage does first
+    atomic.sweep(target)  # what the next run of the stage does first
     assert (target / "version").read_text() == ("new" if mode == "exchange" else "earlier")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
@@ -384,7 +384,7 @@ def test_sigterm_during_download_leaves_nothing(tmp_path, mirror):
     proc = subprocess.Popen([str(BIN / "mnist-pipeline"), "download"], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
-    while not list((tmp_path / "data").glob(f"{storage.TMP_PREFIX}raw.*/idx/*.gz")):
+    while not list((tmp_path / "data").glob(f"{atomic.TMP_PREFIX}raw.*/idx/*.gz")):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1]
         time.sleep(0.05)
     time.sleep(1.0)  # inside TFDS's preparation
@@ -396,16 +396,16 @@ def test_sigterm_during_download_leaves_nothing(tmp_path, mirror):
 
 def test_a_stages_outputs_are_put_in_place_together_or_not_at_all(tmp_path):
     first, second = tmp_path / "metrics.json", tmp_path / "plots" / "rows.csv"
-    storage.write_text(first, "old")
-    with pytest.raises(RuntimeError, match="a later output"), storage.together():
-        storage.write_text(first, "new")
+    atomic.write_text(first, "old")
+    with pytest.raises(RuntimeError, match="a later output"), atomic.together():
+        atomic.write_text(first, "new")
         assert first.read_text() == "old"  # written, not yet in place
         raise RuntimeError("a later output could not be written")
     assert first.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["metrics.json"]  # no temporary file left
-    with storage.together():
-        storage.write_text(first, "new")
-        with storage.atomic_dir(tmp_path / "folder") as folder:
+    with atomic.together():
+        atomic.write_text(first, "new")
+        with atomic.atomic_dir(tmp_path / "folder") as folder:
             (folder / "x").write_text("x")
-        storage.write_text(second, "rows")
+        atomic.write_text(second, "rows")
     assert (first.read_text(), second.read_text(), (tmp_path / "folder" / "x").read_text()) == ("new", "rows", "x")

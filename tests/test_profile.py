@@ -17,7 +17,7 @@ import yaml
 
 from conftest import unavailable
 from mnist_jax_pipeline import console, loops, paths, variants
-from mnist_jax_pipeline.artefacts import storage
+from mnist_jax_pipeline.artefacts import atomic, storage
 from mnist_jax_pipeline.artefacts.model_file import ModelMetadata, save_model
 from mnist_jax_pipeline.artefacts.profile_summary import OpTable, read_summary
 from mnist_jax_pipeline.config import Params, parameter_count, validate
@@ -81,7 +81,7 @@ def test_writes_one_snapshot_per_point_and_the_summary(run: dict[str, Any]) -> N
     typed = read_summary("jit", run["base"])
     assert typed is not None and typed.model_dump(mode="json") == run["summary"]
     assert sorted(on_disk["points"]) == sorted(POINTS)
-    assert not [p for p in out.parent.iterdir() if p.name.startswith(storage.TMP_PREFIX)]
+    assert not [p for p in out.parent.iterdir() if p.name.startswith(atomic.TMP_PREFIX)]
     assert on_disk["variant"] == "jit"
 
 

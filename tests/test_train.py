@@ -6,7 +6,7 @@ import pytest
 
 from conftest import write_params
 from mnist_jax_pipeline import paths, train
-from mnist_jax_pipeline.artefacts import storage, training
+from mnist_jax_pipeline.artefacts import atomic, training
 from mnist_jax_pipeline.artefacts.model_file import load_model
 from mnist_jax_pipeline.config import Params
 from mnist_jax_pipeline.errors import PipelineError
@@ -117,4 +117,4 @@ def test_corrupt_processed_array_names_preprocess(tmp_path, small_params, tiny_p
 
 def test_no_temporary_file_is_left(tmp_path, small_params, tiny_processed):
     run(tmp_path, small_params, tiny_processed, "jit_scan")
-    assert not [p for p in tmp_path.rglob(f"{storage.TMP_PREFIX}*")]
+    assert not [p for p in tmp_path.rglob(f"{atomic.TMP_PREFIX}*")]

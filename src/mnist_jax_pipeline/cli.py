@@ -25,8 +25,8 @@ from importlib import metadata
 from typing import Any
 
 from . import console, paths
-from .artefacts import storage
-from .artefacts.storage import discard_temps
+from .artefacts import atomic
+from .artefacts.atomic import discard_temps
 from .commands import COMMANDS
 from .errors import PipelineError, clip
 from .runtime import set_numerics
@@ -180,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         module = importlib.import_module(f"{__package__}.{module_name}")
         refuse_owned(args)
         # a stage's outputs, its provenance record last, are put in place together, or none is
-        with storage.together(), provenance_of(args):
+        with atomic.together(), provenance_of(args):
             getattr(module, function or "main")(args)
     except (PipelineError, OSError, UnicodeError, RuntimeError, AssertionError) as err:
         message = _message(err)

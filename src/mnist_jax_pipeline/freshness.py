@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from . import code_deps, paths, stages
-from .artefacts import storage
+from .artefacts import atomic, storage
 from .artefacts.provenance import Hashes, Stamp
 from .config import Params
 from .errors import PipelineError
@@ -189,7 +189,7 @@ class Checker:
         return self.inputs(job)
 
     def record(self, job: Job, inputs: dict[str, str]) -> None:
-        """Write the job's record with its outputs (inside storage.together(): the files about to be put in place)."""
+        """Write the job's record with its outputs (inside atomic.together(): the files about to be put in place)."""
         stamp = Stamp(stage=job.name, params=self.made_from(job), code=self.code(job.stage), inputs=inputs,
                       outputs=self.future_outputs(job),
                       versions={name: package_version(name) or "not installed" for name in RUNTIME_PACKAGES})
@@ -197,7 +197,7 @@ class Checker:
 
     def future_outputs(self, job: Job) -> dict[str, str]:
         """{file: digest} of the job's outputs as they will be once the pending writes are in place."""
-        pending = storage.pending()
+        pending = atomic.pending()
         found: dict[str, str] = {}
         for out in job.outputs():
             whole = [tmp for tmp, final in pending.items() if final == out]

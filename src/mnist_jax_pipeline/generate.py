@@ -115,7 +115,7 @@ def main(args: argparse.Namespace) -> None:
                                 " params types; run `mnist-pipeline generate`")
         print("generated files are current: " + ", ".join(map(str, GENERATED)))
         return
-    from .artefacts.storage import write_text
+    from .artefacts.atomic import write_text
 
     for path, make in GENERATED.items():
         write_text(path, make())

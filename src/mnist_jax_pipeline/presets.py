@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .artefacts import storage
+from .artefacts import atomic
 from .config import parse_yaml, read_yaml, validate, yaml_text
 from .errors import PipelineError, clip
 
@@ -105,6 +105,6 @@ def main(args: argparse.Namespace) -> None:
     result = render(text, edits)
     written = parse_yaml(result, args.params)
     validate(written, f"{args.params} with preset '{args.name}'")
-    storage.write_text(args.params, result)
+    atomic.write_text(args.params, result)
     for key, (old, new) in changes(before, written).items():
         print(f"{'.'.join(key)}: {show(old)} -> {show(new)}")

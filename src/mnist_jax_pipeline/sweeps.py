@@ -32,7 +32,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from . import paths
-from .artefacts import storage
+from .artefacts import atomic
 from .config import DEFAULT_PARAMS, VariantName, read_yaml, validate
 from .errors import PipelineError, clip
 
@@ -216,7 +216,7 @@ def write_point(args: argparse.Namespace) -> None:
     """`mnist-pipeline sweep-point --sweep NAME --point POINT`: the point's params.yaml."""
     sweep = load(FOLDER / f"{args.sweep}.yaml", args.params)
     point = sweep.point(args.point)
-    storage.write_text(sweep.folder(point) / paths.POINT_PARAMS, yaml.safe_dump(sweep.params(point), sort_keys=False))
+    atomic.write_text(sweep.folder(point) / paths.POINT_PARAMS, yaml.safe_dump(sweep.params(point), sort_keys=False))
 
 
 def dvc_commands(sweep: Sweep) -> list[list[str]]:

@@ -21,7 +21,7 @@ import jax
 import numpy as np
 
 from . import console, loops, paths, variants
-from .artefacts import storage
+from .artefacts import atomic, storage
 from .artefacts.dataset import load_split
 from .artefacts.model_file import ModelMetadata, save_model
 from .artefacts.training import EpochRecord, RunInfo, TrainMetrics, XlaAnalysis
@@ -139,7 +139,7 @@ def main(args: argparse.Namespace) -> None:
     params, variant, root = load(args.params), args.variant, args.root
     outputs = [a.at(variant, root) for a in (paths.MODEL, paths.TRAIN_HEADLINE, paths.TRAIN_METRICS,
                                                 paths.TRAIN_RUN, paths.TRAIN_HISTORY)]
-    storage.check_writable(*outputs)
+    atomic.check_writable(*outputs)
     data = load_dataset(args.processed)
     with exclusive(f"train@{variant}") as lock:
         run, history = train(params, variant, data, label=console.job_label("train", variant, root))

@@ -45,7 +45,7 @@ def stopped_before_start():
 
 
 from mnist_jax_pipeline import code_deps, console, freshness, paths, runtime, snakemake_paths, stages, sweeps, variants
-from mnist_jax_pipeline.artefacts import storage
+from mnist_jax_pipeline.artefacts import atomic
 from mnist_jax_pipeline.config import load, validate
 from mnist_jax_pipeline.errors import PipelineError
 
@@ -127,7 +127,7 @@ def refuse(problem):
 
 
 # A file where an output folder belongs (`models` a file) stops Snakemake's DAG with a traceback: say so first.
-refuse(storage.obstacle([p for job in JOBS for p in [*job.outputs(), job.stamp_path]] + [LOGS / "check.log"],
+refuse(atomic.obstacle([p for job in JOBS for p in [*job.outputs(), job.stamp_path]] + [LOGS / "check.log"],
                         probe=False))
 
 
@@ -135,7 +135,7 @@ def check_writable():
     """Every output and log of the jobs about to run can be written (onstart): a read-only reports/, say,
     is one line here, not a failed job or Snakemake's own error once a job starts."""
     jobs = workflow.dag.needrun_jobs()
-    refuse(storage.obstacle([str(p) for job in jobs for p in [*job.output, *job.log]]))
+    refuse(atomic.obstacle([str(p) for job in jobs for p in [*job.output, *job.log]]))
 
 
 def stage_inputs(name):

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from ..dataset_facts import IMAGE_PIXELS, NUM_CLASSES
 from ..errors import PipelineError, missing, remake
-from . import storage
+from . import atomic
 from .record import Record
 
 METADATA_KEY = "mnist_jax_pipeline"
@@ -44,7 +44,7 @@ def save_model(path: str | Path, params: HostParams, metadata: ModelMetadata) ->
         tensors[f"layer{i}.weight"] = np.ascontiguousarray(w)
         tensors[f"layer{i}.bias"] = np.ascontiguousarray(b)
     blob = save(tensors, metadata={METADATA_KEY: json.dumps(metadata.model_dump(mode="json"), sort_keys=True)})
-    with storage.atomic_file(path) as tmp:
+    with atomic.atomic_file(path) as tmp:
         tmp.write_bytes(blob)
 
 

@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from .atomic import TMP_PREFIX
 from .record import Record
-from .storage import TMP_PREFIX
 
 # Never part of an artefact: atomic writes' temporaries, the folder marker Snakemake writes, byte code.
 IGNORED_NAMES = (".snakemake_timestamp", "__pycache__", ".gitignore")

@@ -25,7 +25,7 @@ from urllib.parse import urlparse
 import numpy as np
 
 from .. import console, paths
-from ..artefacts import storage
+from ..artefacts import atomic, storage
 from ..artefacts.dataset import Manifest, SourceFile, SplitCount
 from ..config import Params, load
 from ..errors import PipelineError
@@ -180,7 +180,7 @@ def download(params: Params, out_dir: str | Path = paths.RAW.path, mirror: str |
         _check_reachable(pinned[0].url)
 
     started = time.perf_counter()
-    with storage.atomic_dir(out_dir) as tmp:
+    with atomic.atomic_dir(out_dir) as tmp:
         idx_dir = tmp / "idx"
         idx_dir.mkdir()
         if mirror_dir is not None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import paths
-from ..artefacts import storage
+from ..artefacts import atomic, storage
 from ..artefacts.dataset import PixelStats, SplitStats, Stats, load_raw_split, read_manifest
 from ..config import PreprocessConfig, load, split_sizes
 from ..dataset_facts import NUM_CLASSES
@@ -159,7 +159,7 @@ def preprocess(config: PreprocessConfig, raw_dir: str | Path = paths.RAW.path,
         "test": (test_images, test_labels),
     }
     splits: dict[str, SplitStats] = {}
-    with storage.atomic_dir(out_dir) as tmp:
+    with atomic.atomic_dir(out_dir) as tmp:
         for split in paths.SPLITS:
             images, labels = parts[split]
             storage.save_array(tmp / f"{split}_images.npy", transform(images, config, mean, std))

@@ -35,7 +35,7 @@ import numpy as np
 import optax
 
 from .. import console, loops, paths, variants
-from ..artefacts import storage
+from ..artefacts import atomic, storage
 from ..artefacts.dataset import load_split
 from ..artefacts.model_file import HostParams, layer_sizes_of, load_model
 from ..artefacts.profile_summary import (
@@ -252,7 +252,7 @@ def profile(params: Params, variant: str, processed_dir: str | Path, root: str |
     points: dict[str, Snapshot] = {}
     rendered: list[str] = []
     out_dir = paths.PROFILE.at(variant, root)
-    with storage.atomic_dir(out_dir) as tmp:
+    with atomic.atomic_dir(out_dir) as tmp:
         gc.collect()  # device buffers of unreachable objects would show in the first snapshot
         for point, step in steps.items():
             live = step()

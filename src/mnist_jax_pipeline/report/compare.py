@@ -24,7 +24,7 @@ from matplotlib.ticker import MaxNLocator
 from pydantic import ValidationError
 
 from .. import paths, sweeps
-from ..artefacts import evaluation, storage, training
+from ..artefacts import atomic, evaluation, training
 from ..artefacts.evaluation import EvalHeadline
 from ..artefacts.training import EpochRecord, TrainHeadline
 from ..config import load
@@ -171,7 +171,7 @@ def write(runs: list[Run], keys: list[str], title: str, source: str, html_path: 
     html = environment(autoescape=True).get_template("compare.html.j2").render(
         title=title, source=source, keys=keys, rows=rows, figures=figures(runs), date=generated_at(), notes=notes,
         against=against)
-    storage.write_text(html_path, html)
+    atomic.write_text(html_path, html)
     if csv_path is not None:
         out = io.StringIO()
         columns = ["name", "test_accuracy", "test_loss", "total_train_seconds", "epoch_seconds_median",
@@ -179,7 +179,7 @@ def write(runs: list[Run], keys: list[str], title: str, source: str, html_path: 
         writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\n")
         writer.writeheader()
         writer.writerows({**{k: row[k] for k in columns if k in row}, **row["params"]} for row in rows)
-        storage.write_text(csv_path, out.getvalue())
+        atomic.write_text(csv_path, out.getvalue())
 
 
 def main(args: argparse.Namespace) -> None:

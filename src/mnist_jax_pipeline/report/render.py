@@ -17,7 +17,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from .. import paths, variants
-from ..artefacts import storage
+from ..artefacts import atomic, storage
 from ..artefacts.dataset import Stats
 from ..artefacts.training import VariantEpoch
 from ..config import Params, load
@@ -134,13 +134,13 @@ def render(params: Params, params_path: str) -> None:
     values = context(art, params, params_path, uris, icicles)
     html = environment(autoescape=True).get_template("report.html.j2").render(values)
     summary = environment(autoescape=False).get_template("summary.md.j2").render(values)
-    with storage.atomic_dir(paths.REPORT_FIGURES.path) as tmp:
+    with atomic.atomic_dir(paths.REPORT_FIGURES.path) as tmp:
         for name, data in pngs.items():
             (tmp / name).write_bytes(data)
     rows = [VariantEpoch(variant=v.name, **h.model_dump()) for v in art.variants for h in v.history]
     storage.write_rows(paths.VARIANTS_HISTORY.path, rows, VariantEpoch)
-    storage.write_text(paths.REPORT_HTML.path, html)
-    storage.write_text(paths.REPORT_MD.path, summary)
+    atomic.write_text(paths.REPORT_HTML.path, html)
+    atomic.write_text(paths.REPORT_MD.path, summary)
     log.info("wrote %s, %s and %d figures in %s", paths.REPORT_HTML.path, paths.REPORT_MD.path,
              len(pngs), paths.REPORT_FIGURES.path)
 

@@ -26,6 +26,8 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("loops", frozenset({"loops", "progress"})),
     ("parameter files", frozenset({"presets", "sweeps"})),
     ("stages", frozenset({"train", "evaluate", "profiling", "report"})),
+    # The comparison commands (`compare`, `show`) draw their page with the report's figures and templates.
+    ("comparison", frozenset({"comparison"})),
     ("stage table", frozenset({"commands", "stages", "code_deps", "generate", "snakemake_paths", "freshness"})),
     ("entry point", frozenset({"cli"})),
 )

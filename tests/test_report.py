@@ -400,7 +400,7 @@ def test_report_figures_have_plain_ticks_that_never_collide(report_tree: Path) -
 
 
 def test_comparison_figures_stay_within_the_data(report_tree: Path, monkeypatch) -> None:
-    from mnist_jax_pipeline.report import compare
+    from mnist_jax_pipeline.comparison import compare
 
     drawn = []
     monkeypatch.setattr(compare, "_uri", lambda fig: drawn.append(fig) or "data:,")

@@ -178,6 +178,6 @@ def test_dvc_queues_the_points_sharing_the_upstream(tmp_path):
 
 
 def test_every_run_of_a_large_sweep_has_its_own_look():
-    from mnist_jax_pipeline.report.compare import _look
+    from mnist_jax_pipeline.comparison.compare import _look
 
     assert len({(_look(i)["color"], _look(i)["marker"]) for i in range(40)}) == 40

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import write_raw
 from mnist_jax_pipeline import paths
-from mnist_jax_pipeline.report import compare, experiments
+from mnist_jax_pipeline.comparison import compare, experiments
 from workspace import env, make_workspace, sh
 
 WIDTH = 120

@@ -61,12 +61,12 @@ COMMANDS: dict[str, Command] = {
                             Option("--point", "the point's name")), hidden=True),
     "sweep-queue": Command("sweeps:queue", "queue a sweep's points as DVC experiments",
                            (Option("--file", "the sweep file, sweeps/NAME.yaml"),)),
-    "compare": Command("report.compare", "one page comparing a sweep's points or DVC's experiments",
+    "compare": Command("comparison.compare", "one page comparing a sweep's points or DVC's experiments",
                        (Option("--sweep", "a sweep's name (sweeps/NAME.yaml)", ""),
                         Option("--dvc", "DVC's experiments of this commit instead", switch=True),
                         Option("--out", f"the page (default: sweeps/NAME/{paths.COMPARE_HTML}, with --dvc"
                                         f" {paths.EXPERIMENTS_HTML})", ""))),
-    "show": Command("report.experiments", "DVC's experiments, the baseline and the workspace: one line per"
+    "show": Command("comparison.experiments", "DVC's experiments, the baseline and the workspace: one line per"
                     " variant with test accuracy, timings and the changed parameters"),
     "preset": Command("presets", "merge presets/NAME.yaml over params.yaml and print each changed key",
                       (Option("name", "the preset's name (presets/NAME.yaml)"),)),

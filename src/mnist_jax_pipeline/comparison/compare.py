@@ -29,12 +29,12 @@ from ..artefacts.evaluation import EvalHeadline
 from ..artefacts.training import EpochRecord, TrainHeadline
 from ..config import load
 from ..errors import PipelineError
+from ..report.figures import STYLE, png_bytes, variant_color
+from ..report.provenance import generated_at
+from ..report.render import environment
+from ..report.ticks import log_axis
 from . import experiments
 from .experiments import flatten
-from .figures import STYLE, png_bytes, variant_color
-from .provenance import generated_at
-from .render import environment
-from .ticks import log_axis
 
 log = logging.getLogger(__name__)
 

@@ -127,6 +127,8 @@ def test_dvc_plots_diff_renders_offline_and_tells_revisions_apart(report_tree: P
         assert revisions, (plot["title"], plot["legends"])
         for legend in revisions:
             assert len(legend["symbols"]) == 2 and len(set(legend["symbols"])) == 2, (plot["title"], legend)
+    seconds = [spec for spec in specs if spec.get("title") == "Seconds per epoch"]
+    assert len(seconds) == 1 and seconds[0]["encoding"]["y"]["scale"]["type"] == "log"  # nojit vs jit: ~100x
     confusions = [spec for spec in specs if "facet" in spec]
     assert len(confusions) == len(TINY_VARIANTS)
     for spec in confusions:  # as the report draws it: actual on y, predicted on x, a log colour scale

@@ -84,12 +84,12 @@ def dvc_stage(stage: Stage) -> dict:
 
 def dvc_yaml() -> str:
     """The text of dvc.yaml."""
-    top_plots = [{title: {"template": paths.HISTORY_TEMPLATE, "x": "epoch",
-                          "y": {paths.VARIANTS_HISTORY.path: column}}} for column, title in paths.HISTORY_PLOTS.items()]
+    top_plots = [{title: {"template": template, "x": "epoch", "y": {paths.VARIANTS_HISTORY.path: column}}}
+                 for column, (title, template) in paths.HISTORY_PLOTS.items()]
     document = {"plots": top_plots, "stages": {stage.name: dvc_stage(stage) for stage in STAGES}}
     header = ("# Generated from src/mnist_jax_pipeline/stages.py by `mnist-pipeline generate`: edit the stage\n"
               "# table there, not this file (tests/test_stages.py fails when this copy is stale).\n"
-              "# The top-level plots draw one line per variant that ran (template: .dvc/plots/variants.json).\n")
+              "# The top-level plots draw one line per variant that ran (templates: .dvc/plots/variants*.json).\n")
     return header + yaml.safe_dump(document, sort_keys=False, width=120)
 
 

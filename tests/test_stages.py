@@ -84,7 +84,7 @@ def test_every_dvc_plot_reads_columns_its_file_has_and_its_legend_names_revision
              for path, column in spec["y"].items()]
     plots += [(path.replace("${item}", "jit"), spec) for stage in document["stages"].values()
               for entry in stage.get("do", stage).get("plots", []) for path, spec in entry.items()]
-    assert {spec["template"] for _, spec in plots} == {"variants", "epochs", "confusion_log"}
+    assert {spec["template"] for _, spec in plots} == {"variants", "variants_log", "epochs", "confusion_log"}
     for path, spec in plots:
         columns = set((ROOT / path).read_text().splitlines()[0].split(","))
         template = json.loads((ROOT / ".dvc" / "plots" / f"{spec['template']}.json").read_text())

@@ -193,7 +193,7 @@ def main(args: argparse.Namespace) -> None:
         html_path = Path(args.out or folder / paths.COMPARE_HTML)
         write(runs, differing(runs), f"sweep {sweep.name}", f"sweeps/{sweep.name}.yaml ({sweep.variant})",
               html_path, folder / paths.COMPARE_CSV, "between the points")
-        log.info("compare: wrote %s (%d points of sweep %s)", html_path, len(runs), sweep.name)
+        log.info("wrote %s (%d points of sweep %s)", html_path, len(runs), sweep.name)
         return
     load(args.params)
     runs, keys, left_out = from_dvc()
@@ -201,5 +201,5 @@ def main(args: argparse.Namespace) -> None:
     notes = (f"Left out: {', '.join(left_out)}.",) if left_out else ()
     write(runs, keys, "DVC experiments", "dvc exp show: the workspace, the baseline (HEAD) and its experiments,"
           " one row per variant", html_path, None, "from the baseline (HEAD)", notes)
-    log.info("compare: wrote %s (%d rows, one per experiment and variant%s)", html_path, len(runs),
+    log.info("wrote %s (%d rows, one per experiment and variant%s)", html_path, len(runs),
              f"; left out: {', '.join(left_out)}" if left_out else "")

@@ -230,12 +230,3 @@ def report_tree(tiny_tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     shutil.copytree(tiny_tree, tree)
     monkeypatch.chdir(tree)
     return tree
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The longest files first: those with real-data tests (whole pipelines), then those whose every test
-    is slow. Run in parallel, one file per process, the long ones then start early instead of finishing
-    last on one process while the other waits."""
-    real = {item.path for item in items if item.get_closest_marker("real_data")}
-    quick = {item.path for item in items if not item.get_closest_marker("slow")}
-    items.sort(key=lambda item: (item.path not in real, item.path in quick))

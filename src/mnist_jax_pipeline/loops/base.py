@@ -159,8 +159,12 @@ def xla_analysis(compiled: jax.stages.Compiled) -> XlaAnalysis | None:
     )
 
 
+def targets_of(labels: np.ndarray, config: TrainConfig) -> jax.Array:
+    """What the loss compares predictions with: one-hot rows, label-smoothed as train.label_smoothing says."""
+    return optax.smooth_labels(one_hot(labels, NUM_CLASSES), config.label_smoothing)
+
+
 def loop_inputs(params: Params, images: np.ndarray, labels: np.ndarray) -> LoopInputs:
     """The update step and training arrays every loop is built with."""
     update = make_update(make_optimizer(params.train, len(labels)))
-    targets = optax.smooth_labels(one_hot(labels, NUM_CLASSES), params.train.label_smoothing)
-    return LoopInputs(update, images, np.asarray(targets), params.train)
+    return LoopInputs(update, images, np.asarray(targets_of(labels, params.train)), params.train)

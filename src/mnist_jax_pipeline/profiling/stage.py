@@ -32,7 +32,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from .. import console, loops, paths, variants
 from ..artefacts import atomic, storage
@@ -51,8 +50,8 @@ from ..artefacts.profile_summary import (
 from ..config import Params, load
 from ..dataset_facts import NUM_CLASSES
 from ..errors import PipelineError
-from ..loops.base import TrainState, epoch_order, loop_inputs, make_optimizer, make_update
-from ..model import MLPParams, batched_predict, init_params, one_hot
+from ..loops.base import TrainState, epoch_order, loop_inputs, make_optimizer, make_update, targets_of
+from ..model import MLPParams, batched_predict, init_params
 from ..runtime import exclusive, peak_rss_bytes
 from . import op_table, pprof
 
@@ -87,7 +86,7 @@ def _train_point(config: Params, model: HostParams, images: np.ndarray, labels: 
     params = jax.device_put(model)
     state = TrainState(params, optimizer.init(params))
     x = jax.device_put(images[index])
-    y = optax.smooth_labels(one_hot(labels[index], NUM_CLASSES), cfg.label_smoothing)
+    y = targets_of(labels[index], cfg)
     update = make_update(optimizer)
     new_state = (jax.jit(update) if jit else update)(state, x, y)
     return {"state": state, "images": x, "targets": y, "new_state": new_state}

@@ -19,13 +19,17 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 UV="$(bash tools/ensure-uv.sh)"
-# name:extra of every export (no extra: the runtime alone)
-EXPORTS=(runtime: cuda12:cuda12 cuda13:cuda13 tpu:tpu dev:dev)
+# name:extra of every export (no extra: the runtime alone; @dev: the dev dependency group)
+EXPORTS=(runtime: cuda12:cuda12 cuda13:cuda13 tpu:tpu dev:@dev)
 FIX="run tools/update-lock.sh and commit uv.lock and requirements/"
 
 export_lock() {  # export_lock EXTRA: the export for that extra on stdout
-  local args=(export --frozen --no-emit-project)
-  if [ -n "$1" ]; then args+=(--extra "$1"); fi
+  local args=(export --frozen --no-emit-project --no-default-groups)
+  case "$1" in
+    "") ;;
+    @*) args+=(--group "${1#@}") ;;
+    *) args+=(--extra "$1") ;;
+  esac
   "$UV" "${args[@]}"
 }
 

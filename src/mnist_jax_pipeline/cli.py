@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Iterator, Sequence
 from importlib import metadata
@@ -27,6 +28,7 @@ from typing import Any
 from . import console, paths
 from .artefacts import atomic
 from .artefacts.atomic import discard_temps
+from .artefacts.provenance import Run
 from .commands import COMMANDS
 from .errors import PipelineError, clip
 from .runtime import set_numerics
@@ -125,6 +127,7 @@ def provenance_of(args: argparse.Namespace) -> Iterator[None]:
     if args.command not in {stage.command for stage in freshness.stages.STAGES}:
         yield
         return
+    started, clock = freshness.now(), time.perf_counter()
     checker = freshness.Checker(load(args.params), str(args.params))
 
     job = freshness.job_for(args, checker.params)
@@ -133,8 +136,10 @@ def provenance_of(args: argparse.Namespace) -> Iterator[None]:
         return
     checker.check_installed(job.stage)
     inputs = checker.check_inputs(job)
+    checks_s = time.perf_counter() - clock
     yield
-    checker.record(job, inputs)
+    checker.record(job, inputs, Run(tool=freshness.running_tool(), started=started, ended=freshness.now(),
+                                    checks_s=round(checks_s, 4)))
 
 
 def _backend_failure() -> str | None:

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,7 @@ from pydantic import ValidationError
 
 from . import code_deps, paths, stages
 from .artefacts import atomic, storage
-from .artefacts.provenance import Hashes, Stamp
+from .artefacts.provenance import Hashes, Run, Stamp
 from .config import Params
 from .errors import PipelineError
 from .runtime import package_version
@@ -188,11 +190,11 @@ class Checker:
                 raise PipelineError(f"{found[0]}; {upstream.fix()}")
         return self.inputs(job)
 
-    def record(self, job: Job, inputs: dict[str, str]) -> None:
+    def record(self, job: Job, inputs: dict[str, str], run: Run | None = None) -> None:
         """Write the job's record with its outputs (inside atomic.together(): the files about to be put in place)."""
         stamp = Stamp(stage=job.name, params=self.made_from(job), code=self.code(job.stage), inputs=inputs,
                       outputs=self.future_outputs(job),
-                      versions={name: package_version(name) or "not installed" for name in RUNTIME_PACKAGES})
+                      versions={name: package_version(name) or "not installed" for name in RUNTIME_PACKAGES}, run=run)
         storage.write_model(job.stamp_path, stamp)
 
     def future_outputs(self, job: Job) -> dict[str, str]:
@@ -230,6 +232,21 @@ class Checker:
             if not installed.is_file() or self.hashes.of(installed) != digest:
                 raise PipelineError(f"{name}: differs from the installed package ({installed}); install the"
                                     " checkout's code: pip install -e . (or rebuild the image)")
+
+
+TOOL_ENV = "MNIST_PIPELINE_TOOL"  # set by the Snakemake rules' commands (workflow/rules/common.smk)
+
+
+def running_tool() -> str:
+    """Which tool runs this stage: Snakemake (its rules set TOOL_ENV), DVC (it sets DVC_STAGE), else by hand."""
+    if os.environ.get(TOOL_ENV):
+        return os.environ[TOOL_ENV]
+    return "dvc" if os.environ.get("DVC_STAGE") else "mnist-pipeline"
+
+
+def now() -> str:
+    """The time now, ISO 8601 in UTC to the millisecond."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def job_for(args: argparse.Namespace, params: Params) -> Job | None:

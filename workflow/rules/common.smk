@@ -181,7 +181,8 @@ def logged(command):
     profile's op table) to its log only (MNIST_PIPELINE_LOG, src/mnist_jax_pipeline/console.py). tee ignores
     the stop signals, which reach the whole process group, so the stage's own line on stopping reaches both;
     it appends, to the file Snakemake removed before the job and the stage appends its details to."""
-    return f"{console.LOG_ENV}={{log:q}} {command} 2>&1 | (trap '' INT TERM HUP; exec tee -a {{log:q}})"
+    return (f"{freshness.TOOL_ENV}=snakemake {console.LOG_ENV}={{log:q}} {command} 2>&1"
+            " | (trap '' INT TERM HUP; exec tee -a {log:q})")
 
 
 def stage_command(name):

@@ -22,6 +22,15 @@ from .record import Record
 IGNORED_NAMES = (".snakemake_timestamp", "__pycache__", ".gitignore")
 
 
+class Run(Record):
+    """How the run went: which tool ran it, when, and what its checks cost (none of it decides freshness)."""
+
+    tool: str  # "snakemake", "dvc", or "mnist-pipeline" (run by hand)
+    started: str  # ISO 8601, UTC, to the millisecond
+    ended: str
+    checks_s: float  # seconds spent checking the records upstream and the code before the stage's own work
+
+
 class Stamp(Record):
     """One stage run's provenance (file -> SHA-256 maps use paths relative to the project root)."""
 
@@ -31,6 +40,7 @@ class Stamp(Record):
     inputs: dict[str, str]
     outputs: dict[str, str]
     versions: dict[str, str]  # the runtime it ran on, for the record (the lock file is an input)
+    run: Run | None = None  # absent from records written before it was kept
 
 
 def file_sha256(path: Path) -> str:

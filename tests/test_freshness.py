@@ -86,3 +86,29 @@ def test_a_stage_writes_no_record_for_outputs_from_another_parameters_file(proje
     found = problems("preprocess")  # the record is params.yaml's: the new arrays are not what it lists
     assert found and all(line.endswith("changed since 'preprocess' wrote it") for line in found)
     assert "data/processed/train_images.npy: changed since 'preprocess' wrote it" in found
+
+
+def test_the_record_says_which_tool_ran_the_stage_when_and_what_its_checks_cost(project, monkeypatch):
+    run = json.loads((project / "provenance/preprocess.json").read_text())["run"]
+    assert run["tool"] == "mnist-pipeline"  # by hand: neither orchestrator's variable is set
+    assert run["started"] <= run["ended"] and run["started"].endswith("Z")
+    assert 0 <= run["checks_s"] < 5
+    monkeypatch.setenv("DVC_STAGE", "preprocess")
+    assert freshness.running_tool() == "dvc"
+    monkeypatch.setenv(freshness.TOOL_ENV, "snakemake")
+    assert freshness.running_tool() == "snakemake"
+
+
+def test_a_prefetched_digest_is_the_files_digest_and_an_in_place_rewrite_is_seen(tmp_path):
+    from mnist_jax_pipeline.artefacts.provenance import Hashes, file_sha256
+
+    for index in range(5):
+        (tmp_path / f"f{index}.bin").write_bytes(os.urandom(1000 * (index + 1)))
+    hashes = Hashes()
+    hashes.prefetch([tmp_path])
+    assert hashes.tree([tmp_path]) == {p.as_posix(): file_sha256(p) for p in sorted(tmp_path.iterdir())}
+    target = tmp_path / "f0.bin"
+    before = target.stat()
+    target.write_bytes(os.urandom(1000))  # same size; same times put back: a new process must still see it
+    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert Hashes().tree([target])[target.as_posix()] == file_sha256(target)

@@ -5,12 +5,23 @@ nothing either, but it follows every standard-library and third-party import (ja
 hundreds of modules, seconds, and it stops on a namespace package without a loader) and finds
 modules on sys.path, while the digests need the package's own modules under a chosen root (the
 checkout's src/ or the installed package).
+
+A file's imports are parsed once per content: ImportCache keeps them by the SHA-256 of the file's
+bytes, in this process and in the user's cache folder, so a check reads and hashes the package's
+files (milliseconds) and parses only what changed.
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
 from pathlib import Path
+
+import platformdirs
 
 from .commands import COMMANDS
 from .runtime import RUNTIME_LOCK
@@ -18,6 +29,7 @@ from .stages import Stage
 
 PACKAGE = __package__
 CODE_ROOT = Path("src") / PACKAGE  # the checkout's package, relative to the project root
+CACHE_ENV = "MNIST_PIPELINE_CACHE"  # the import cache's file (ImportCache); empty: keep none
 
 
 def module_file(module: str, root: Path = CODE_ROOT) -> Path | None:
@@ -27,13 +39,11 @@ def module_file(module: str, root: Path = CODE_ROOT) -> Path | None:
     return next((p for p in candidates if parts and p.is_file()), root / "__init__.py" if not parts else None)
 
 
-def _imports(module: str, root: Path) -> set[str]:
-    """Package modules named by every import statement of `module` (function-level ones too)."""
-    path = module_file(module, root)
-    assert path is not None, module
-    is_package = path.name == "__init__.py"
+def _named_imports(module: str, is_package: bool, source: bytes, where: Path) -> list[str]:
+    """Package modules and `from` names that `module`'s import statements name (function-level ones too),
+    before any is checked to be a module: what a file's source alone decides."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    for node in ast.walk(ast.parse(source, str(where))):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names if alias.name.split(".")[0] == PACKAGE)
         elif isinstance(node, ast.ImportFrom):
@@ -45,9 +55,84 @@ def _imports(module: str, root: Path) -> set[str]:
             if target.split(".")[0] != PACKAGE:
                 continue
             found.add(target)
-            found.update(f"{target}.{alias.name}" for alias in node.names
-                         if module_file(f"{target}.{alias.name}", root) is not None)
-    return {m for m in found if module_file(m, root) is not None}
+            found.update(f"{target}.{alias.name}" for alias in node.names)
+    return sorted(found)
+
+
+class ImportCache:
+    """What each source file imports, keyed by its module name and the SHA-256 of its bytes: a file is parsed
+    once per content, not once per check. Kept in the user's cache folder between processes (a JSON file
+    replaced atomically; a cache that cannot be read or written is only slower). A key is content, never a
+    file time, so an edit of any kind is a new key."""
+
+    VERSION = 1
+
+    def __init__(self, file: Path | None) -> None:
+        self.file = file
+        self.entries: dict[str, list[str]] = {}
+        self.added = False
+        self.last_key = ""  # the key of the file named_imports read last
+        self.setting: str | None = None  # MNIST_PIPELINE_CACHE when it was loaded
+        if file is not None:
+            with contextlib.suppress(OSError, ValueError):
+                data = json.loads(file.read_bytes())
+                if data.get("version") == self.VERSION:
+                    self.entries = data["entries"]
+
+    def named_imports(self, module: str, is_package: bool, path: Path) -> list[str]:
+        source = path.read_bytes()
+        key = self.last_key = f"{hashlib.sha256(source).hexdigest()} {module} {int(is_package)}"
+        if key not in self.entries:
+            self.entries[key] = _named_imports(module, is_package, source, path)
+            self.added = True
+        return self.entries[key]
+
+    def save(self) -> None:
+        """Write the cache if this process parsed anything new (atomically: readers see a whole file)."""
+        if self.file is None or not self.added:
+            return
+        with contextlib.suppress(OSError):
+            self.file.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile("w", dir=self.file.parent, prefix=".tmp-", delete=False) as out:
+                json.dump({"version": self.VERSION, "entries": self.entries}, out)
+            os.replace(out.name, self.file)
+            self.added = False
+
+
+def _cache_file() -> Path | None:
+    """The import cache's file: $MNIST_PIPELINE_CACHE (empty: none), else the user's cache folder."""
+    setting = os.environ.get(CACHE_ENV)
+    if setting is not None:
+        return Path(setting) if setting else None
+    return Path(platformdirs.user_cache_dir("mnist-jax-pipeline")) / "imports.json"
+
+
+_CACHE: ImportCache | None = None
+
+
+def import_cache() -> ImportCache:
+    """This process's import cache, loaded once (again where MNIST_PIPELINE_CACHE changes, as tests do)."""
+    global _CACHE
+    setting = os.environ.get(CACHE_ENV)
+    if _CACHE is None or _CACHE.setting != setting:
+        _CACHE = ImportCache(_cache_file())
+        _CACHE.setting = setting
+    return _CACHE
+
+
+_RESOLVED: dict[tuple[str, str, str], set[str]] = {}  # (root, module, source digest) -> its package imports
+
+
+def _imports(module: str, root: Path) -> set[str]:
+    """Package modules named by every import statement of `module` (function-level ones too)."""
+    path = module_file(module, root)
+    assert path is not None, module
+    cache = import_cache()
+    named = cache.named_imports(module, path.name == "__init__.py", path)
+    key = (str(root), module, cache.last_key)
+    if key not in _RESOLVED:
+        _RESOLVED[key] = {m for m in named if module_file(m, root) is not None}
+    return _RESOLVED[key]
 
 
 def with_parents(module: str) -> set[str]:
@@ -73,6 +158,7 @@ def command_code(command: str, data: tuple[str, ...] = (), root: Path = CODE_ROO
     command's module) and the package data named in `data`."""
     entry = COMMANDS[command].module.partition(":")[0]
     modules = closure(f"{PACKAGE}.cli", root) | closure(f"{PACKAGE}.{entry}", root)
+    import_cache().save()
     files = {module_file(m, root) for m in modules}
     lock = root.parent.parent / RUNTIME_LOCK  # the checkout's, beside src/ (none for an installed package)
     if root.parent.name == "src" and lock.is_file():

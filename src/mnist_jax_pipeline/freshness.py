@@ -184,7 +184,9 @@ class Checker:
 
     def check_inputs(self, job: Job) -> dict[str, str]:
         """The digests of the job's inputs, once every job upstream is current; else one line naming the file."""
-        for upstream in self.ancestors(job):
+        ancestors = self.ancestors(job)
+        self.hashes.prefetch([p for upstream in ancestors for p in upstream.outputs()])
+        for upstream in ancestors:
             found = self.problems(upstream)
             if found:
                 raise PipelineError(f"{found[0]}; {upstream.fix()}")
@@ -219,6 +221,8 @@ class Checker:
 
     def stale(self, candidates: Iterable[Job]) -> dict[Job, list[str]]:
         """{job: its problems} of the jobs that are not current."""
+        candidates = list(candidates)
+        self.hashes.prefetch([p for job in candidates if job.stamp_path.exists() for p in job.outputs()])
         return {job: found for job in candidates if (found := self.problems(job))}
 
     def check_installed(self, stage: stages.Stage) -> None:

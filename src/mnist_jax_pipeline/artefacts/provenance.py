@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +83,13 @@ def files_under(path: Path) -> list[Path]:
     return sorted(found)
 
 
+def _digest_or_none(path: Path) -> str | None:
+    try:
+        return file_sha256(path)
+    except OSError:
+        return None
+
+
 class Hashes:
     """File digests, each computed once per process (a stage and the workflow read many files twice)."""
 
@@ -89,11 +97,36 @@ class Hashes:
         self._known: dict[tuple[str, int, int, int, int], str] = {}
 
     def of(self, path: Path) -> str:
-        stat = path.lstat()
-        key = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+        key = self._key(path)
         if key not in self._known:
             self._known[key] = file_sha256(path)
         return self._known[key]
+
+    def prefetch(self, paths: Iterable[Path]) -> None:
+        """Hash every file of `paths` not hashed yet, largest first, on as many threads as there are cores
+        (hashlib lets go of the GIL while it hashes): what a check is about to ask for, at once."""
+        todo: dict[tuple[str, int, int, int, int], Path] = {}
+        for path in paths:
+            for file in files_under(path):
+                try:
+                    key = self._key(file)
+                except OSError:
+                    continue
+                if key not in self._known:
+                    todo[key] = file
+        if len(todo) < 2:
+            return
+        ordered = sorted(todo.items(), key=lambda item: -item[0][2])
+        with ThreadPoolExecutor(max_workers=min(len(ordered), os.cpu_count() or 1)) as pool:
+            digests = pool.map(lambda item: _digest_or_none(item[1]), ordered)
+            for (key, _), digest in zip(ordered, digests, strict=True):
+                if digest is not None:
+                    self._known[key] = digest
+
+    @staticmethod
+    def _key(path: Path) -> tuple[str, int, int, int, int]:
+        stat = path.lstat()
+        return (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
 
     def tree(self, paths: Iterable[Path], rename: Mapping[Path, Path] | None = None) -> dict[str, str]:
         """{file: digest} for every file of `paths`; `rename` maps a temporary path to the final one it stands for."""

@@ -28,7 +28,8 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("stages", frozenset({"train", "evaluate", "profiling", "report"})),
     # The comparison commands (`compare`, `show`) draw their page with the report's figures and templates.
     ("comparison", frozenset({"comparison"})),
-    ("stage table", frozenset({"commands", "stages", "code_deps", "generate", "snakemake_paths", "freshness"})),
+    ("stage table", frozenset({"commands", "stages", "code_deps", "generate", "snakemake_paths", "freshness",
+                               "crate"})),
     ("entry point", frozenset({"cli"})),
 )
 # Layers whose units are independent of each other: one stage reads another's outputs through

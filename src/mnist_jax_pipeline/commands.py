@@ -70,6 +70,10 @@ COMMANDS: dict[str, Command] = {
                     " variant with test accuracy, timings and the changed parameters"),
     "preset": Command("presets", "merge presets/NAME.yaml over params.yaml and print each changed key",
                       (Option("name", "the preset's name (presets/NAME.yaml)"),)),
+    "crate": Command("crate.command", "write ro-crate-metadata.json: the last run as a Workflow Run RO-Crate",
+                     (Option("--out", "the crate's root folder, where ro-crate-metadata.json goes", "."),
+                      Option("--validate", "check it against the Provenance Run Crate 0.5 profile (offline)",
+                             switch=True))),
     "generate": Command("generate", "write the files derived from the stage table (dvc.yaml, the params schema)",
                         (Option("--check", "only check that they are current", switch=True),)),
 }

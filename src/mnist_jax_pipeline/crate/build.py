@@ -1,0 +1,249 @@
+"""The crate itself, with ro-crate-py: the stage table as the workflow, one CreateAction per recorded job.
+
+Provenance Run Crate 0.5 (https://w3id.org/ro/wfrun/provenance/0.5) on RO-Crate 1.1, the version its
+checks are written for. The layout it asks for:
+
+- the main entity is the stage table (stages.py), a ComputationalWorkflow and HowTo whose `hasPart` are
+  the stages' commands (SoftwareApplications, the tools) and whose `step` are HowToSteps, one per stage,
+  each naming its tool (`workExample`); `Snakefile` and `dvc.yaml`, the same workflow in each tool's
+  language, are its `subjectOf` (as ro-crate-py links an abstract CWL description);
+- one CreateAction per job: `instrument` the stage's command and the code files it ran (the runtime
+  lock among them), `object` its input files and its params.yaml sections (PropertyValues, the value a
+  JSON text), `result` its output files and its record, start and end time from the record's `run`;
+- a ControlAction per job (the step it ran, the action), an OrganizeAction per tool that ran jobs
+  (`instrument`: Snakemake, DVC, or `mnist-pipeline` by hand) and one CreateAction for the whole run;
+- the environment: each command's `softwareRequirements` (the package versions in its records), the
+  XLA settings in force as the train action's `environment` (environment variables, as the profile
+  has them), and the device, a Product the train run's record (metrics/train/<variant>.run.json) is
+  `about`.
+
+Every File has `sha256` (from the record, equal to the file's digest now: records.py left out any job
+whose files changed) and `contentSize`. Times, tool names and the file's own digest aside, the crate is
+the same whichever tool ran the jobs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import mimetypes
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from rocrate.model import ComputerLanguage, ContextEntity, Entity
+from rocrate.model.computerlanguage import get_lang
+from rocrate.rocrate import ROCrate
+
+from .. import commands, paths, stages
+from ..artefacts.provenance import Hashes
+from ..artefacts.training import RunInfo
+from .records import RecordedJob
+
+RO_CRATE_VERSION = "1.1"
+PROFILES = {  # conformsTo of the root: the profile and the profiles it extends
+    "https://w3id.org/ro/wfrun/process/0.5": "Process Run Crate",
+    "https://w3id.org/ro/wfrun/workflow/0.5": "Workflow Run Crate",
+    "https://w3id.org/ro/wfrun/provenance/0.5": "Provenance Run Crate",
+}
+# Terms the RO-Crate 1.1 context lacks, given whole IRIs in the crate's own context (ro-crate-py's extra_terms).
+EXTRA_TERMS = {"sha256": "http://schema.org/sha256",
+               "environment": "https://w3id.org/ro/terms/workflow-run#environment"}
+ENGINES: dict[str, tuple[str, str | None]] = {  # the tool a record's `run.tool` names: its name and home page
+    "snakemake": ("Snakemake", "https://snakemake.github.io"),
+    "dvc": ("DVC", "https://dvc.org"),
+    "mnist-pipeline": ("mnist-pipeline (run by hand)", None),
+}
+MEDIA_TYPES = {".npy": "application/x-npy", ".yaml": "application/yaml", ".md": "text/markdown", ".py": "text/x-python"}
+WORKFLOW = Path("src/mnist_jax_pipeline/stages.py")
+DEFINITIONS = {Path("Snakefile"): "snakemake", Path("dvc.yaml"): "dvc"}
+
+
+def _fragment(*parts: str) -> str:
+    return "#" + "/".join(quote(part, safe="@=,.-_") for part in parts)
+
+
+class CrateBuilder:
+    """Builds the crate for files named relative to the project root; `out` is the crate's root folder."""
+
+    def __init__(self, jobs: list[RecordedJob], out: Path, hashes: Hashes):
+        self.jobs, self.out, self.hashes = jobs, out, hashes
+        self.crate = ROCrate(version=RO_CRATE_VERSION)
+        self.crate.metadata.extra_terms.update(EXTRA_TERMS)
+        self.python = self.crate.add(ComputerLanguage(self.crate, "#python", properties={
+            "name": "Python", "url": {"@id": "https://www.python.org"}}))
+
+    def _context(self, identifier: str, kind: str | list[str], **properties: Any) -> Entity:
+        """A contextual entity, added once (the first one's properties kept)."""
+        return self.crate.get(identifier) or self.crate.add(
+            ContextEntity(self.crate, identifier, properties={"@type": kind, **properties}))
+
+    def _id(self, name: str) -> str:
+        """A project file's path relative to the crate's root (ro-crate-py makes it a URI reference, quoted)."""
+        return Path(os.path.relpath(name, self.out)).as_posix()
+
+    def file(self, name: str, digest: str | None = None, code: bool = False, **properties: Any) -> Entity:
+        """The File entity of a project file, with its digest and size (`digest`: the record's)."""
+        found = self.crate.get(self._id(name))
+        if found is not None:
+            return found
+        kind: str | list[str] = ["File", "SoftwareSourceCode"] if code else "File"
+        media = mimetypes.guess_type(name)[0] or MEDIA_TYPES.get(Path(name).suffix, "application/octet-stream")
+        extra = {"programmingLanguage": self.python} if code and name.endswith(".py") else {}
+        return self.crate.add_file(name, dest_path=self._id(name), properties={
+            "@type": kind, "name": Path(name).name, "sha256": digest or self.hashes.of(Path(name)),
+            "contentSize": str(Path(name).stat().st_size), "encodingFormat": media, **extra,
+            **properties})
+
+    def files(self, digests: dict[str, str], code: bool = False) -> list[Entity]:
+        return [self.file(name, digest, code) for name, digest in sorted(digests.items())]
+
+    def build(self) -> ROCrate:
+        workflow = self.workflow()
+        # only the stages that ran: the profile wants every tool of the workflow to be some action's instrument
+        ran = [stage for stage in stages.STAGES if any(job.stage == stage for job in self.jobs)]
+        tools = {stage.name: self.tool(stage, i) for i, stage in enumerate(ran, start=1)}
+        workflow["hasPart"] = [tool for tool, _ in tools.values()]
+        workflow["step"] = [step for _, step in tools.values()]
+        actions = [self.action(job, tools[job.stage.name][0]) for job in self.jobs]
+        run = self.workflow_run(workflow, actions)
+        controls = [self.control(job, action, tools[job.stage.name][1]) for job, action in zip(self.jobs, actions,
+                                                                                                 strict=True)]
+        organizers = self.organizers(controls, run)
+        self.root(workflow, [run, *actions, *controls, *organizers])
+        return self.crate
+
+    def root(self, workflow: Entity, mentions: list[Entity]) -> None:
+        root = self.crate.root_dataset
+        root["name"] = "mnist-jax-pipeline: the workspace's last run"
+        root["description"] = ("The MNIST pipeline's last run in this workspace (download, preprocess, train,"
+                               " evaluate, profile, report, and sweep points), from its provenance records.")
+        root["license"] = "Apache-2.0"
+        root["datePublished"] = max((job.record.run.ended for job in self.jobs if job.record.run), default=None) \
+            or root["datePublished"]
+        profiles = [self._context(url, "CreativeWork", name=name, version=url.rsplit("/", 1)[-1])
+                    for url, name in PROFILES.items()]
+        # with Workflow RO-Crate 1.0, which add_workflow(main=True) put there
+        root["conformsTo"] = [*profiles, *(root.get("conformsTo") or [])]
+        root["mentions"] = mentions
+        root["mainEntity"] = workflow
+
+    def workflow(self) -> Entity:
+        """The stage table, with Snakefile and dvc.yaml as the same workflow in each tool's language."""
+        workflow = self.crate.add_workflow(
+            WORKFLOW.as_posix(), dest_path=self._id(WORKFLOW.as_posix()), main=True, lang=self.python,
+            properties={"@type": ["File", "SoftwareSourceCode", "ComputationalWorkflow", "HowTo"],
+                        "name": "mnist-jax-pipeline stage table",
+                        "description": "The pipeline's stages: command, params sections, inputs and outputs"
+                                       " (Snakemake's rules and dvc.yaml are made from it)",
+                        "sha256": self.hashes.of(WORKFLOW), "contentSize": str(WORKFLOW.stat().st_size)})
+        definitions = []
+        for path, lang in DEFINITIONS.items():
+            language = (self.crate.add(get_lang(self.crate, lang)) if lang == "snakemake" else
+                        self._context("#dvc", "ComputerLanguage", name="DVC pipeline (dvc.yaml)",
+                                      url={"@id": "https://dvc.org/doc/user-guide/project-structure/dvcyaml-files"}))
+            definitions.append(self.file(path.as_posix(), code=True, programmingLanguage=language,
+                                         isBasedOn=workflow))
+        workflow["subjectOf"] = definitions
+        return workflow
+
+    def tool(self, stage: stages.Stage, position: int) -> tuple[Entity, Entity]:
+        """The stage's command (a SoftwareApplication) and its step of the workflow."""
+        command = commands.COMMANDS[stage.command]
+        tool = self._context(_fragment("tool", stage.name), "SoftwareApplication", name=stage.cmd("<variant>"),
+                             description=command.help)
+        packages = sorted({(name, version) for job in self.jobs if job.stage == stage
+                           for name, version in job.record.versions.items() if version != "not installed"})
+        if packages:
+            pypi = "https://pypi.org/project/{}/{}/"
+            tool["softwareRequirements"] = [self._context(
+                pypi.format(name, version), "SoftwareApplication", name=name, softwareVersion=version,
+                url={"@id": pypi.format(name, version)}) for name, version in packages]
+        step = self._context(_fragment("step", stage.name), "HowToStep", name=stage.name, position=str(position),
+                             workExample=tool)
+        return tool, step
+
+    def action(self, job: RecordedJob, tool: Entity) -> Entity:
+        """The job's CreateAction: its command and code, its inputs and params, its outputs and record."""
+        key = [*job.root.parts, job.record.stage]  # '#run/train@jit', '#run/sweeps/<sweep>/<point>/train@jit'
+        params = [self._context(_fragment("params", *key, section), "PropertyValue", name=section,
+                                propertyID=f"params.yaml#{section}", value=json.dumps(value, sort_keys=True))
+                  for section, value in sorted(job.record.params.items())]
+        record = self.file(job.record_path.as_posix(), description=f"the provenance record of '{job.label}'")
+        properties: dict[str, Any] = {"name": f"Run of {job.label}", "actionStatus": {"@id":
+                                      "http://schema.org/CompletedActionStatus"},
+                                      "description": f"{job.stage.cmd(job.variant or '')}"
+                                      + (f" --root {job.root.as_posix()}" if job.root != Path(".") else "")}
+        if job.record.run:
+            properties |= {"startTime": job.record.run.started, "endTime": job.record.run.ended}
+        action = self.crate.add_action(
+            [tool, *self.files(job.record.code, code=True)], identifier=_fragment("run", *key),
+            object=[*self.files(job.record.inputs), *params],
+            result=[*self.files(job.record.outputs), record], properties=properties)
+        if job.stage.name == "train" and job.variant:
+            self.device(job, action)
+        return action
+
+    def device(self, job: RecordedJob, action: Entity) -> None:
+        """The train run's device and XLA settings, from its metrics/train/<variant>.run.json."""
+        path = paths.TRAIN_RUN.at(job.variant, job.root)
+        if path.as_posix() not in job.record.outputs:
+            return
+        info = RunInfo.model_validate_json(path.read_bytes())
+        facts = {"backend": info.backend, "device_kind": info.device_kind, "device_count": info.device_count,
+                 "devices": ", ".join(info.devices), "cpu_model": info.cpu_model, "host_cpu_count": info.host_cpu_count,
+                 "machine": info.machine, "python_version": info.python_version}
+        digest = hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:12]
+        device = self._context(_fragment("device", digest), "Product",
+                               name=f"{info.backend}: {info.device_kind} x{info.device_count} ({info.cpu_model})",
+                               additionalProperty=[self._context(_fragment("device", digest, key), "PropertyValue",
+                                                                 name=key, value=str(value))
+                                                   for key, value in facts.items() if value is not None])
+        self.file(path.as_posix())["about"] = device
+        values = {"XLA_FLAGS": info.xla_flags, "JAX_DEFAULT_MATMUL_PRECISION": info.matmul_precision}
+        action["environment"] = [self._context(_fragment("env", name, value), "PropertyValue", name=name, value=value)
+                                 for name, value in values.items() if value is not None]
+
+    def workflow_run(self, workflow: Entity, actions: list[Entity]) -> Entity:
+        """The whole run: from the first job's start to the last one's end; what no job made, what they made."""
+        made = {name for job in self.jobs for name in job.record.outputs}
+        read = {name: digest for job in self.jobs for name, digest in job.record.inputs.items() if name not in made}
+        runs = [job.record.run for job in self.jobs if job.record.run]
+        properties: dict[str, Any] = {"name": "Run of the mnist-jax-pipeline workflow",
+                                      "description": f"{len(actions)} jobs, from their provenance records"}
+        if runs:
+            properties |= {"startTime": min(r.started for r in runs), "endTime": max(r.ended for r in runs)}
+        outputs = sorted({name: d for job in self.jobs for name, d in job.record.outputs.items()}.items())
+        return self.crate.add_action(workflow, identifier="#run", object=self.files(read),
+                                     result=[self.file(name, d) for name, d in outputs], properties=properties)
+
+    def control(self, job: RecordedJob, action: Entity, step: Entity) -> Entity:
+        return self.crate.add(ContextEntity(self.crate, action.id.replace("#run/", "#control/", 1), properties={
+            "@type": "ControlAction", "name": f"Orchestrate {job.label}", "instrument": step, "object": action,
+            "actionStatus": {"@id": "http://schema.org/CompletedActionStatus"}}))
+
+    def organizers(self, controls: Iterable[Entity], run: Entity) -> list[Entity]:
+        """One OrganizeAction per tool that ran jobs (a job recorded without its `run` is under none)."""
+        by_tool: dict[str, list[Entity]] = {}
+        for job, control in zip(self.jobs, controls, strict=True):
+            if job.record.run:
+                by_tool.setdefault(job.record.run.tool, []).append(control)
+        found = []
+        for tool, members in sorted(by_tool.items()):
+            name, url = ENGINES.get(tool, (tool, None))
+            engine = self._context(_fragment("engine", tool), "SoftwareApplication", name=name,
+                                   **({"url": {"@id": url}} if url else {}))
+            found.append(self.crate.add(ContextEntity(self.crate, _fragment("organize", tool), properties={
+                "@type": "OrganizeAction", "name": f"Jobs run by {name}", "instrument": engine, "object": members,
+                "result": run})))
+        return found
+
+
+def build(jobs: list[RecordedJob], out: Path, hashes: Hashes) -> dict[str, Any]:
+    """The crate's metadata (ro-crate-metadata.json's content) for the jobs, rooted at `out`."""
+    crate = CrateBuilder(jobs, out, hashes).build()
+    metadata: dict[str, Any] = crate.metadata.generate()
+    return metadata
+

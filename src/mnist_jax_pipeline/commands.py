@@ -70,6 +70,9 @@ COMMANDS: dict[str, Command] = {
                     " variant with test accuracy, timings and the changed parameters"),
     "preset": Command("presets", "merge presets/NAME.yaml over params.yaml and print each changed key",
                       (Option("name", "the preset's name (presets/NAME.yaml)"),)),
+    "explain": Command("explain", "where an output came from: the job, its parameters, code and inputs, and"
+                       " whether it is current", (Option("path", "an output or provenance record, e.g."
+                                                         " models/jit.safetensors"),)),
     "crate": Command("crate.command", "write ro-crate-metadata.json: the last run as a Workflow Run RO-Crate",
                      (Option("--out", "the crate's root folder, where ro-crate-metadata.json goes", "."),
                       Option("--validate", "check it against the Provenance Run Crate 0.5 profile (offline)",

@@ -39,5 +39,5 @@ onerror:
 
 rule all:  # every output of every stage in the table
     input:
-        snakemake_paths.snakemake_targets(VARIANTS),
+        all_targets,
     default_target: True

@@ -29,7 +29,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     # The comparison commands (`compare`, `show`) draw their page with the report's figures and templates.
     ("comparison", frozenset({"comparison"})),
     ("stage table", frozenset({"commands", "stages", "code_deps", "generate", "snakemake_paths", "freshness",
-                               "explain", "crate"})),
+                               "explain", "crate", "dvc_lock"})),
     ("entry point", frozenset({"cli"})),
 )
 # Layers whose units are independent of each other: one stage reads another's outputs through

@@ -3,8 +3,10 @@
 A Hypothesis state machine starts each sequence from a copy of one finished workspace (real MNIST,
 1,000 examples, one epoch, one variant) and applies up to MNIST_PIPELINE_SEQUENCE_STEPS steps
 (default 5): `snakemake`, `dvc repro`, a single-stage `dvc repro X`, `dvc exp run -S`, `dvc exp
-apply`, a parameter edit, `git checkout` of params.yaml or dvc.lock, touching or editing a source
-file, deleting, truncating, swapping or touching an output, and a run stopped mid-stage (Ctrl-C).
+apply`, a parameter edit, adding or dropping a variant, `git checkout` of params.yaml or dvc.lock,
+`git stash` (popped or not), touching or editing a source file, deleting, truncating, swapping or
+touching an output, and a run stopped mid-stage (Ctrl-C). Right after a `snakemake` run that
+succeeded, `dvc status` and `snakemake -n` must list the same stages: dvc.lock never lags then.
 MNIST_PIPELINE_SEQUENCES (default 8) sets how many sequences run; the examples are derandomized,
 so CI runs the same ones each time (MNIST_PIPELINE_SEQUENCE_SEED picks others). A failure prints
 the sequence as the shell commands that reproduce it in a copy of the workspace.
@@ -29,7 +31,17 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from conftest import mirror_dir
-from workspace import WOULD_RUN, copy_workspace, downstream, env, make_workspace, sh
+from workspace import (
+    WOULD_RUN,
+    copy_workspace,
+    downstream,
+    dvc_stale,
+    env,
+    make_workspace,
+    set_params,
+    sh,
+    snakemake_jobs,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_data]
 SEQUENCES = int(os.environ.get("MNIST_PIPELINE_SEQUENCES", "8"))
@@ -41,6 +53,7 @@ OUTPUTS = ("models/jit.safetensors", "data/processed/train_images.npy", "metrics
 SOURCES = ("src/mnist_jax_pipeline/evaluate.py", "src/mnist_jax_pipeline/report/render.py",
            "src/mnist_jax_pipeline/model.py")
 STAGES = ("preprocess", "train@jit", "evaluate@jit", "profile@jit", "report")
+VARIANT_LISTS = (("jit",), ("jit", "jit_scan"), ("nojit", "jit"))
 EDITS = {"train.epochs": (1, 2), "train.step_size": (0.01, 0.02), "model.seed": (0, 1), "preprocess.seed": (0, 1)}
 
 
@@ -63,6 +76,7 @@ class Sequences(RuleBasedStateMachine):
         self.result: subprocess.CompletedProcess | None = None  # the last full run (snakemake or dvc repro)
         self.deleted_before: set[str] = set()
         self.tool_ran = False
+        self.snakemake_finished = False  # the last step was a `snakemake` run that succeeded
 
     # --- doing ---------------------------------------------------------------------------------
 
@@ -74,6 +88,7 @@ class Sequences(RuleBasedStateMachine):
         self.deleted_before = self.deleted()
         self.tool_ran = True
         done = self.shell(*args)
+        self.snakemake_finished = args[0] == "snakemake" and done.returncode == 0
         output = done.stdout + done.stderr
         assert "Traceback (most recent call last)" not in output, self.failure(f"a traceback:\n{output[-3000:]}")
         if done.returncode != 0:
@@ -128,6 +143,21 @@ class Sequences(RuleBasedStateMachine):
     @rule(path=st.sampled_from(("params.yaml", "dvc.lock")))
     def git_checkout(self, path: str) -> None:
         self.shell("git", "checkout", "--", path)
+
+    @rule(pop=st.booleans())
+    def git_stash(self, pop: bool) -> None:
+        """git's own moves of dvc.lock (and of the other tracked files a run rewrites): stash, maybe pop."""
+        self.shell("git", "stash", "-q")
+        if pop:
+            self.shell("git", "stash", "pop", "-q")
+
+    @rule(listed=st.sampled_from(VARIANT_LISTS))
+    def set_variants(self, listed: tuple[str, ...]) -> None:
+        """Add or drop a variant (jit stays: the checks read its outputs)."""
+        params = yaml.safe_load((self.ws / "params.yaml").read_text())
+        params["variants"] = list(listed)
+        (self.ws / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+        self.commands.append(f"# set variants: {list(listed)} in params.yaml")
 
     @rule(path=st.sampled_from(SOURCES), edit=st.booleans())
     def source(self, path: str, edit: bool) -> None:
@@ -226,8 +256,13 @@ class Sequences(RuleBasedStateMachine):
         finally:
             os.chdir(here)
         # dvc.lock may lag behind outputs that are current by content (after `git checkout dvc.lock`, or a
-        # stopped run); `dvc status` lists those, `snakemake` records them. Else the views are the same.
+        # stopped run); `dvc status` lists those, `snakemake` records them, even a run with nothing to run.
+        # Else the views are the same.
         expected = downstream(self.ws, stale - current)
+        if self.snakemake_finished:  # right after a snakemake run that succeeded: nothing lags
+            self.snakemake_finished = False
+            assert stale == planned, self.failure(
+                f"after snakemake, dvc status lists {sorted(stale)}; snakemake -n plans {sorted(planned)}")
         assert planned == expected, self.failure(
             f"snakemake -n plans {sorted(planned)}; dvc status lists {sorted(stale)} ({sorted(current)} current)")
         self.lock_names_only_what_made_the_outputs()
@@ -296,3 +331,42 @@ def test_random_sequences_keep_both_tools_in_agreement(base):
 
         test = seed(int(SEED))(test)
     test().runTest()
+
+
+def pushed_and_pulled(ws: Path, parent: Path, name: str) -> Path:
+    """Commit everything, `dvc push` to a local remote, and a fresh clone of the commit with `dvc pull`."""
+    remote = parent / f"{name}-remote"
+    sh(ws, "dvc", "remote", "add", "--force", "--default", "local", str(remote))
+    sh(ws, "git", "add", "-A")
+    sh(ws, "git", "commit", "-qm", "a run with a variant dropped")
+    sh(ws, "dvc", "push")
+    clone = parent / f"{name}-clone"
+    sh(parent, "git", "clone", "-q", str(ws), str(clone))
+    sh(clone, "dvc", "pull")
+    return clone
+
+
+@pytest.mark.parametrize("change", ["drop a variant", "apply the time-to-accuracy preset"])
+def test_a_dropped_variants_files_count_for_neither_tool_in_the_checkout_or_a_fresh_clone(base, change):
+    """Files a dropped variant left would count for DVC (the report's inputs are whole folders) and not for
+    Snakemake; the report stage moves them aside, so both tools agree, in the checkout and in a clone."""
+    start, parent = base
+    name = "drop" if change.startswith("drop") else "preset"
+    ws = copy_workspace(start, parent, name)
+    if name == "drop":
+        set_params(ws, variants=["jit", "jit_scan"])
+        sh(ws, "snakemake", "--cores", "all")
+        sh(ws, "git", "add", "-A")
+        sh(ws, "git", "commit", "-qm", "two variants")
+        set_params(ws, variants=["jit"])
+        dropped = "jit_scan"
+    else:
+        sh(ws, "mnist-pipeline", "preset", "time-to-accuracy")
+        dropped = "jit"
+    sh(ws, "snakemake", "--cores", "all")
+    assert not (ws / f"reports/profile/{dropped}").exists()
+    assert (ws / f".dropped-variants/{dropped}/reports/profile/{dropped}").is_dir()  # moved aside, not lost
+    assert snakemake_jobs(ws) == set() and dvc_stale(ws) == set()
+    clone = pushed_and_pulled(ws, parent, name)
+    assert snakemake_jobs(clone) == set(), "snakemake -n has work to do in the fresh clone"
+    assert dvc_stale(clone) == set(), "dvc status lists stages in the fresh clone"

@@ -5,7 +5,6 @@ import os
 import re
 import shlex
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -44,7 +43,7 @@ def stopped_before_start():
         sys.exit(f"error: stopped by {signal.Signals(STOPPING[0]).name} before any job started")
 
 
-from mnist_jax_pipeline import code_deps, console, freshness, paths, runtime, snakemake_paths, stages, sweeps, variants
+from mnist_jax_pipeline import code_deps, console, dvc_lock, freshness, paths, runtime, snakemake_paths, stages, sweeps, variants
 from mnist_jax_pipeline.artefacts import atomic
 from mnist_jax_pipeline.config import load, validate
 from mnist_jax_pipeline.errors import PipelineError
@@ -259,13 +258,36 @@ def record_in_dvc():
         others = f" (and {', '.join(name for name, _ in left[1:])})" if left[1:] else ""
         print(f"dvc.lock: not current, so not recorded: {first}: {problem}{others}", file=sys.stderr)
     current = [name for name, _ in current]
-    if not current:
+    failed = dvc_lock.commit(current)
+    if failed:
+        sys.exit(f"error: {failed}")
+    if not left and {job.name for job in JOBS} <= names:
+        dvc_lock.remember(JOBS)
+
+
+def record_when_nothing_runs():
+    """A run with nothing to run (Snakemake skips onsuccess then) still brings dvc.lock up to date, after git
+    moved it (`git stash`, `git checkout dvc.lock`): every job is current by content (src/.../dvc_lock.py).
+    Called while Snakemake builds the DAG of a run: its executor is known then (not while it parses, lints
+    or writes its report), so a dry run or --touch records nothing."""
+    plugin = workflow.executor_plugin
+    if plugin is None or not workflow.is_main_process or workflow.dryrun or workflow.touch or _RECORDED:
         return
-    done = subprocess.run(["dvc", "commit", "--force", "--quiet", *current], capture_output=True, text=True)
-    if done.returncode != 0:
-        lines = [line for line in (done.stderr + done.stdout).splitlines() if line.strip()]
-        last = next((line for line in lines if line.startswith("ERROR")), lines[-1] if lines else "no message")
-        sys.exit(f"error: dvc commit failed ({last}); run `dvc commit --force` once DVC can")
+    _RECORDED.append(True)
+    if STALE or not Path(".dvc").is_dir() or os.environ.get("MNIST_PIPELINE_DVC_COMMIT", "1") == "0":
+        return
+    line = dvc_lock.bring_up_to_date(JOBS)
+    if line:
+        print(line, file=sys.stderr)
+
+
+_RECORDED = []
+
+
+def all_targets(wildcards):
+    """Rule all's inputs: every output of every stage (after record_when_nothing_runs)."""
+    record_when_nothing_runs()
+    return snakemake_paths.snakemake_targets(VARIANTS)
 
 
 # --- sweeps (rules/sweep.smk) ---

@@ -12,6 +12,7 @@ import argparse
 import base64
 import json
 import logging
+from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
@@ -19,6 +20,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from .. import paths, variants
 from ..artefacts import atomic, storage
 from ..artefacts.dataset import Stats
+from ..artefacts.dropped import PARKED, park
 from ..artefacts.training import VariantEpoch
 from ..config import Params, load
 from ..dataset_facts import NUM_CLASSES
@@ -146,5 +148,10 @@ def render(params: Params, params_path: str) -> None:
 
 
 def main(args: argparse.Namespace) -> None:
-    """`mnist-pipeline report`."""
-    render(load(args.params), args.params)
+    """`mnist-pipeline report`: the dropped variants' outputs moved aside first (artefacts/dropped.py)."""
+    params = load(args.params)
+    dropped = park(params.variants) if Path(args.params) == Path("params.yaml") else {}  # the pipeline's own run
+    for variant, count in dropped.items():
+        log.info("moved %d files of variant %s, no longer in %s, to %s/%s", count, variant, args.params,
+                 PARKED, variant)
+    render(params, args.params)

@@ -1,0 +1,51 @@
+"""The outputs of variants no longer listed in params.yaml, moved aside before the report is made.
+
+The report reads whole folders for DVC (`reports/profile`, `metrics/train`, ...: dvc.yaml cannot
+list one path per variant of a list that params.yaml holds), while the content rule reads only the
+listed variants' files. A dropped variant's files left in those folders would count for DVC and not
+for Snakemake, and a fresh clone, which never has the DVC-cached ones, would differ from the
+checkout that ran. So the report stage moves them to `.dropped-variants/<variant>/`, under the
+same relative paths (git and DVC ignore that folder), before it reads anything: both tools then
+see the same folders, in the checkout that ran and in every clone of its commit. Nothing is
+deleted; an older parked copy of the same variant is replaced.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+
+from .. import paths, variants
+
+PARKED = Path(".dropped-variants")
+
+
+def variant_paths(variant: str, root: Path = Path(".")) -> list[Path]:
+    """Every output one variant's stages write under `root`, their provenance records included."""
+    artefacts = [a for a in paths.ARTEFACTS if a.per_variant]
+    stamps = [paths.stamp(stage, True) for stage in sorted({a.made_by for a in artefacts})]
+    return [a.at(variant, root) for a in (*artefacts, *stamps)]
+
+
+def park(listed: Iterable[str], root: Path = Path(".")) -> dict[str, int]:
+    """Move every known variant's outputs that `listed` leaves out to PARKED/<variant>/; {variant: files moved}."""
+    listed = set(listed)
+    moved: dict[str, int] = {}
+    for variant in variants.names():
+        if variant in listed:
+            continue
+        found = [p for p in variant_paths(variant, root) if p.exists() or p.is_symlink()]
+        if not found:
+            continue
+        parked = root / PARKED / variant
+        shutil.rmtree(parked, ignore_errors=True)
+        count = 0
+        for path in found:
+            target = parked / path.relative_to(root)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            count += sum(1 for _ in path.rglob("*")) if path.is_dir() else 1
+            os.replace(path, target)
+        moved[variant] = count
+    return moved

@@ -10,7 +10,7 @@ for extra in "$@"; do
   venv="$(mktemp -d)/venv"
   t0=$(date +%s)
   "$UV" venv --quiet --python "$(command -v python3)" "$venv"
-  VIRTUAL_ENV="$venv" "$UV" pip install --quiet --require-hashes -r "requirements/$extra.txt"
+  VIRTUAL_ENV="$venv" "$UV" pip install --quiet --compile-bytecode --require-hashes -r "requirements/$extra.txt"
   VIRTUAL_ENV="$venv" "$UV" pip install --quiet --no-deps .
   echo "install check $extra: $("$venv/bin/python" tests/container/check_jax.py "$extra") ($(( $(date +%s) - t0 )) s)"
   rm -rf "$(dirname "$venv")"

@@ -4,9 +4,12 @@ capability (their own set-up failing is a failure)."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import re
 import subprocess
 import sys
+import tomllib
 
 import pytest
 
@@ -68,3 +71,24 @@ def test_heavy_checks_fail_when_their_setup_fails_and_skip_only_without_root(scr
         assert done.returncode == 0 and f"SKIP {name}: needs root" in output
         return
     assert done.returncode == 1 and f"FAIL {name}:" in output and "SKIP" not in output, output
+
+
+def test_the_readme_gives_two_commands_and_ci_runs_the_second():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```bash\n(.*?)```", readme, re.S)
+    assert "uv run snakemake --cores all" in blocks[0].splitlines()
+    assert any(block.strip() == "uv run pytest" for block in blocks)
+    lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert lines.count("uv run pytest") == 1
+    assert not [line for line in lines if re.match(r"^(python3? -m )?pytest\b", line)]
+
+
+def test_the_environment_holds_compiled_byte_code():
+    """uv compiles at install (pyproject.toml's [tool.uv] compile-bytecode): with PYTHONDONTWRITEBYTECODE set,
+    as on these machines, a process would otherwise compile everything it imports at every start."""
+    tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["uv"]
+    assert tool["compile-bytecode"] is True
+    import snakemake.workflow
+
+    source = snakemake.workflow.__file__
+    assert os.path.exists(importlib.util.cache_from_source(source)), f"no byte code beside {source}"

@@ -89,3 +89,21 @@ def test_every_export_pins_with_hashes_and_the_runtime_has_no_dev_tools() -> Non
     assert set(DEV_TOOLS) <= _pinned(ROOT / "requirements" / "dev.txt")
     for extra in jax_extras:  # the runtime plus the JAX build of the extra, nothing removed
         assert runtime < _pinned(ROOT / "requirements" / f"{extra}.txt"), extra
+
+
+def test_no_export_pins_two_versions_of_one_package() -> None:
+    """One version of every package on every Python requires-python admits: no pin chosen by a marker."""
+    for export in sorted((ROOT / "requirements").glob("*.txt")):
+        pins: dict[str, set[str]] = {}
+        for found in re.finditer(r"^([A-Za-z0-9._-]+)==(\S+)", export.read_text(), re.MULTILINE):
+            pins.setdefault(found.group(1).lower(), set()).add(found.group(2))
+        forked = {name: sorted(versions) for name, versions in pins.items() if len(versions) > 1}
+        assert not forked, f"{export.name} pins two versions of {forked}"
+
+
+def test_the_lock_holds_one_version_of_every_package() -> None:
+    lock = tomllib.loads((ROOT / "uv.lock").read_text())
+    versions: dict[str, set[str]] = {}
+    for package in lock["package"]:
+        versions.setdefault(package["name"], set()).add(package.get("version", ""))
+    assert {name: v for name, v in versions.items() if len(v) > 1} == {}

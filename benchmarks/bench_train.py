@@ -51,6 +51,9 @@ from mnist_jax_pipeline.progress import EpochProgress
 from mnist_jax_pipeline.runtime import cpu_model, device_info, set_numerics
 from mnist_jax_pipeline.train import initial_state, loop_inputs
 
+# the docstring's first line, as a constant: python -OO drops docstrings
+DESCRIPTION = "Benchmark the training loops side by side in one process, and the jit_scan epoch against its roofline."
+
 ROOT = Path(__file__).resolve().parents[1]
 TUTORIAL = "tutorial"
 MIN_ROOFLINE_RATIO = 0.95
@@ -297,7 +300,7 @@ def print_text(report: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     set_numerics()  # the pipeline's: deterministic GPU ops, full-precision float32 matmuls
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=DESCRIPTION)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of the reference and one epoch per loop (>= 1)")
     parser.add_argument("--repeats", type=int, default=7, help="timed calls per reference product (best counts)")

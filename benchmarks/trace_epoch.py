@@ -23,9 +23,12 @@ from mnist_jax_pipeline.loops import ScanLoop
 from mnist_jax_pipeline.profiling import op_table
 from mnist_jax_pipeline.train import initial_state, loop_inputs
 
+# the docstring's first line, as a constant: python -OO drops docstrings
+DESCRIPTION = "Where one `jit_scan` epoch spends its time: a jax.profiler trace, parsed into the per-op table."
+
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=DESCRIPTION)
     parser.add_argument("--top", type=int, default=15, help="rows shown (default: 15)")
     parser.add_argument("--keep", type=Path, help="trace folder (a logdir for XProf; default: a new temporary one)")
     parser.add_argument("--examples", type=int, default=60_000, help="examples per epoch (default: 60000, MNIST's)")

@@ -111,3 +111,13 @@ def test_a_backend_plugin_that_cannot_start_is_one_warning_line():
     assert err.count("\n") == 1 and "Traceback" not in err
     assert err.startswith("WARNING Jax plugin configuration error: Exception when calling xla_cuda12.initialize():"
                           " operation cuInit(0) failed: Unknown CUDA error 303; JAX runs on")
+
+
+@pytest.mark.parametrize("script", [["-m", "mnist_jax_pipeline.cli"], ["benchmarks/bench_train.py"],
+                                    ["benchmarks/trace_epoch.py"], ["benchmarks/bench_time_to_accuracy.py"],
+                                    ["benchmarks/ablation_time_to_accuracy.py"], ["tools/dvc_plots_template.py"]])
+def test_help_works_without_docstrings(script):
+    """python -OO drops docstrings: the help's description must not be read from one."""
+    done = subprocess.run([sys.executable, "-OO", *script, "--help"], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: ") and "Traceback" not in done.stderr

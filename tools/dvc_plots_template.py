@@ -22,6 +22,9 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+# the docstring's first line, as a constant: python -OO drops docstrings
+DESCRIPTION = "Write .dvc/plots/offline.html: the page DVC's plots fill, with Vega inlined for offline use."
+
 LIBRARIES = (("vega", "5.33.1", "vega.min.js"), ("vega-lite", "5.23.0", "vega-lite.min.js"),
              ("vega-embed", "6.29.0", "vega-embed.min.js"))
 OUTPUT = Path(__file__).resolve().parents[1] / ".dvc" / "plots" / "offline.html"
@@ -62,7 +65,7 @@ def build(name: str, version: str, folder: Path) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=DESCRIPTION)
     parser.add_argument("--npm-dir", type=Path, help="a folder holding the npm tarballs (name-version.tgz)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:

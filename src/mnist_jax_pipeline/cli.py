@@ -33,6 +33,9 @@ from .commands import COMMANDS
 from .errors import PipelineError, clip
 from .runtime import set_numerics
 
+# the docstring's first line, as a constant: python -OO drops docstrings
+DESCRIPTION = "One entry point, `mnist-pipeline`, with a subcommand per stage."
+
 
 def _add_common(parser: argparse.ArgumentParser, default: bool) -> None:
     """--params and --verbose, before or after the command. After it, an option left out keeps the
@@ -52,7 +55,7 @@ def version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="mnist-pipeline", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="mnist-pipeline", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     _add_common(parser, default=True)
     common = argparse.ArgumentParser(add_help=False)  # the same options after the command, too

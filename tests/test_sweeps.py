@@ -4,6 +4,7 @@ point runs alone, and the comparison page lists the numbers the runs wrote."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -181,3 +182,31 @@ def test_every_run_of_a_large_sweep_has_its_own_look():
     from mnist_jax_pipeline.comparison.compare import _look
 
     assert len({(_look(i)["color"], _look(i)["marker"]) for i in range(40)}) == 40
+
+
+def test_a_failed_exp_list_queues_nothing(tmp_path, monkeypatch, capsys):
+    """Without DVC's list of experiments every point would look new: sweep-queue stops in one line instead."""
+    from mnist_jax_pipeline import sweeps
+    from mnist_jax_pipeline.cli import main
+
+    bin_dir, log = tmp_path / "bin", tmp_path / "dvc-calls.log"
+    bin_dir.mkdir()
+    (bin_dir / "dvc").write_text(f"""#!/bin/sh
+case "$1 $2" in
+  "status --json") echo '{{}}' ;;
+  "exp list") echo "ERROR: unexpected error - the experiments ref is broken" >&2; exit 251 ;;
+  *) echo "$@" >> {log} ;;
+esac
+""")
+    (bin_dir / "dvc").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setattr(sweeps, "_in_queue", dict)  # DVC's queue: empty
+    monkeypatch.chdir(tmp_path)
+    sh(tmp_path, "git", "init", "-q")
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(SWEEP))
+    params = Path(__file__).resolve().parents[1] / "params.yaml"
+    assert main(["--params", str(params), "sweep-queue", "--file", "tiny.yaml"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: `dvc exp list --name-only` failed"), err
+    assert "experiments ref is broken" in err[0] and "nothing was queued" in err[0]
+    assert not log.exists()  # no `dvc exp run --queue`

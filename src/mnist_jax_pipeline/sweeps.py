@@ -251,6 +251,11 @@ def queue(args: argparse.Namespace) -> None:
         raise PipelineError("download and preprocess are not up to date in dvc.lock; run `dvc repro preprocess`"
                             " first, so every experiment shares them instead of running them again")
     listed = subprocess.run(["dvc", "exp", "list", "--name-only"], capture_output=True, text=True)
+    if listed.returncode != 0:  # without the list, every point would be queued again
+        reason = clip(listed.stderr.strip().splitlines()[-1] if listed.stderr.strip() else f"exit {listed.returncode}")
+        raise PipelineError(f"`dvc exp list --name-only` failed ({reason}), so the experiments already made are"
+                            " unknown and nothing was queued; fix what DVC says (run the command to see it), then"
+                            " run sweep-queue again")
     existing = set(listed.stdout.split())
     waiting = _in_queue()
     queued = 0

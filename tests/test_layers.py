@@ -15,6 +15,11 @@ import pytest
 
 PACKAGE = "mnist_jax_pipeline"
 SRC = Path(__file__).resolve().parents[1] / "src" / PACKAGE
+# Snakemake's console, a package of its own that Snakemake loads into its process: it may import the
+# package's foundation only (a job's label, console.py), so that drawing a line never loads JAX, the
+# parameters or the stage table.
+PLUGIN = "snakemake_logger_plugin_mnist_pipeline"
+PLUGIN_SRC = SRC.parent / PLUGIN
 
 # Lowest first. A unit is a top-level module or subpackage of the package.
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
@@ -54,9 +59,10 @@ def unit_of(dotted: str) -> str:
     return dotted.split(".")[0]
 
 
-def imported(module: str, path: Path, text: str) -> list[tuple[int, str]]:
+def imported(module: str, path: Path, text: str, relative: bool = True) -> list[tuple[int, str]]:
     """(line, dotted module inside the package) for every import of the package in `text`, the
-    source of `module` at `path`."""
+    source of `module` at `path` (relative=False: a module outside the package, whose relative imports
+    are its own package's)."""
     is_package = path.name == "__init__.py"
     here = module.split(".") if module else []
     base = here if is_package else here[:-1]
@@ -67,6 +73,8 @@ def imported(module: str, path: Path, text: str) -> list[tuple[int, str]]:
                 if alias.name == PACKAGE or alias.name.startswith(PACKAGE + "."):
                     found.append((node.lineno, alias.name.removeprefix(PACKAGE).lstrip(".")))
         elif isinstance(node, ast.ImportFrom):
+            if node.level and not relative:
+                continue
             if node.level:
                 anchor = base[: len(base) - (node.level - 1)] if node.level > 1 else base
                 target = [*anchor, *(node.module.split(".") if node.module else [])]
@@ -102,6 +110,33 @@ def violations(module: str, path: Path, text: str | None = None) -> list[str]:
         elif LEVEL[other] == LEVEL[unit] and LAYER_NAME[unit] in INDEPENDENT:
             bad.append(f"{where}: '{unit}' and '{other}' are independent {LAYER_NAME[unit]}")
     return bad
+
+
+def plugin_violations(path: Path, text: str | None = None) -> list[str]:
+    """One line per import of the package by the logger plugin's module at `path` that is not the foundation."""
+    text = path.read_text(encoding="utf-8") if text is None else text
+    foundation_name, foundation = LAYERS[0]
+    return [f"{path.relative_to(SRC.parents[1])}:{line} imports {PACKAGE}.{target}: the logger plugin may import"
+            f" the '{foundation_name}' layer only" for line, target in imported("", path, text, relative=False)
+            if unit_of(target) not in foundation]
+
+
+def test_the_logger_plugin_imports_the_foundation_only() -> None:
+    plugin_modules = sorted(PLUGIN_SRC.rglob("*.py"))
+    assert plugin_modules, f"{PLUGIN_SRC}: no modules"
+    bad = [line for path in plugin_modules for line in plugin_violations(path)]
+    assert bad == [], "\n".join(bad)
+    used = {target for path in plugin_modules for _, target in imported("", path, path.read_text(), relative=False)}
+    assert used == {"console"}, used  # what it imports today: a change here is deliberate
+
+
+@pytest.mark.parametrize("source", ["from mnist_jax_pipeline.config import load\n",
+                                    "def f():\n    import mnist_jax_pipeline.freshness\n",
+                                    "from mnist_jax_pipeline import console, cli\n"])
+def test_a_plugin_import_above_the_foundation_is_named(source: str) -> None:
+    found = plugin_violations(PLUGIN_SRC / "lines.py", source)
+    assert len(found) == 1 and "the logger plugin may import the 'foundation' layer only" in found[0], found
+    assert found[0].startswith(f"src/{PLUGIN}/lines.py:"), found
 
 
 def test_every_unit_of_the_package_has_a_layer() -> None:

@@ -384,10 +384,11 @@ def test_sigterm_during_download_leaves_nothing(tmp_path, mirror):
     proc = subprocess.Popen([str(BIN / "mnist-pipeline"), "download"], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
-    while not list((tmp_path / "data").glob(f"{atomic.TMP_PREFIX}raw.*/idx/*.gz")):
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1]
-        time.sleep(0.05)
-    time.sleep(1.0)  # inside TFDS's preparation
+    # inside TFDS's preparation: it has begun writing its TFRecords into the stage's temporary folder
+    while not list((tmp_path / "data").glob(f"{atomic.TMP_PREFIX}raw.*/tfds-work/**/*.tfrecord*")):
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        assert time.monotonic() < deadline, "TFDS never began writing its TFRecords"
+        time.sleep(0.02)
     proc.terminate()
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signal.SIGTERM, stderr[-2000:]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import json
+import logging
 import os
 import platform
 import sys
@@ -21,6 +23,10 @@ LOCK_ENV = "MNIST_PIPELINE_LOCK"  # a lock file's path, or `off` (jobs share the
 # One lock per machine and user: checkouts, DVC's queued experiments (each in a folder of its
 # own) and containers sharing /tmp all time their heavy stages alone.
 DEFAULT_LOCK = Path(tempfile.gettempdir()) / f"mnist-jax-pipeline-{os.getuid()}.lock"
+LOCK_TIMEOUT_ENV = "MNIST_PIPELINE_LOCK_TIMEOUT"  # seconds a stage waits for the lock before it gives up
+DEFAULT_LOCK_TIMEOUT = 3600.0
+SAY_AFTER = 1.0  # seconds of waiting before the wait is explained
+log = logging.getLogger(__name__)
 
 
 # The runtime's locked versions, exported from uv.lock without the dev tools: every stage depends on it,
@@ -124,13 +130,63 @@ def peak_rss_bytes() -> int:
     return int(peak if platform.system() == "Darwin" else peak * 1024)
 
 
+def holder_file(lock: Path) -> Path:
+    """The sidecar beside the lock that names its holder (pid, checkout, job) while it is held."""
+    return lock.with_name(lock.name + ".holder")
+
+
+def holder(lock: Path) -> str:
+    """Who holds `lock`, as its sidecar says: 'pid N in FOLDER (JOB)', or why that is unknown."""
+    try:
+        found = json.loads(holder_file(lock).read_text(encoding="utf-8"))
+        return f"pid {found['pid']} in {found['cwd']} ({found['job']})"
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"an unknown process (no readable {holder_file(lock).name} beside it)"
+
+
+def lock_timeout() -> float:
+    """MNIST_PIPELINE_LOCK_TIMEOUT in seconds (default an hour)."""
+    setting = os.environ.get(LOCK_TIMEOUT_ENV, "")
+    try:
+        value = float(setting) if setting else DEFAULT_LOCK_TIMEOUT
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise PipelineError(f"{LOCK_TIMEOUT_ENV}={setting[:40]}: not a number of seconds; set it to e.g. 600, or"
+                            " unset it for an hour")
+    return value
+
+
+def _acquire(lock: filelock.FileLock, path: Path, name: str) -> None:
+    """Take the lock; after SAY_AFTER seconds say whom it waits for, after the limit give up in one line."""
+    limit = lock_timeout()
+    try:
+        lock.acquire(timeout=min(SAY_AFTER, limit))
+        return
+    except filelock.Timeout:
+        pass
+    skip = f"{LOCK_ENV}=off runs it without the lock (its timings then share the machine)"
+    if limit > SAY_AFTER:
+        log.info("waiting for the machine's lock %s, held by %s; up to %s s (%s); %s", path, holder(path),
+                 f"{limit:g}", LOCK_TIMEOUT_ENV, skip)
+        try:
+            lock.acquire(timeout=limit - SAY_AFTER)
+            return
+        except filelock.Timeout:
+            pass
+    raise PipelineError(f"{path}: '{name}' waited {limit:g} s ({LOCK_TIMEOUT_ENV}) for the machine's lock, held by"
+                        f" {holder(path)}; let that job finish, stop it, or set {skip}")
+
+
 @contextlib.contextmanager
 def exclusive(name: str) -> Iterator[dict[str, Any]]:
     """Hold the pipeline's exclusive lock so no other heavy stage shares the machine.
 
     Both orchestrators may start jobs in parallel; every heavy stage takes this lock, so
     timed work always runs alone (unless MNIST_PIPELINE_LOCK=off, as sweeps run their points side
-    by side). Yields a record of the wait, for the run's information.
+    by side). A wait over a second is said in one line naming the holder (its pid and checkout, from
+    the sidecar the holder writes beside the lock); MNIST_PIPELINE_LOCK_TIMEOUT limits it. Yields a
+    record of the wait, for the run's information.
     """
     setting = os.environ.get(LOCK_ENV) or str(DEFAULT_LOCK)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
@@ -144,13 +200,18 @@ def exclusive(name: str) -> Iterator[dict[str, Any]]:
     lock = filelock.FileLock(path, thread_local=False, preserve_lock_file=True)
     try:
         path.open("a").close()  # filelock retries a file it cannot open for ever: say so at once instead
-        lock.acquire()
+        _acquire(lock, path, name)
     except OSError as err:
         raise PipelineError(f"{path}: cannot open the lock file of '{name}' ({err.strerror}); make the folder"
                             f" writable or set {LOCK_ENV} to a writable file") from err
+    sidecar = holder_file(path)
     try:
+        with contextlib.suppress(OSError):  # the holder's name is a courtesy to those who wait
+            sidecar.write_text(json.dumps({"pid": os.getpid(), "cwd": os.getcwd(), "job": name}), encoding="utf-8")
         waited = time.perf_counter() - started
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
         yield {"ran_alone": True, "lock_wait_seconds": round(waited, 3), "loadavg_1m_at_start": load}
     finally:
+        with contextlib.suppress(OSError):  # before the release, so a next holder's sidecar is never removed
+            sidecar.unlink(missing_ok=True)
         lock.release()

@@ -97,6 +97,17 @@ def _unraisable(unraisable: sys.UnraisableHookArgs) -> None:
     if not isinstance(unraisable.exc_value, Stopped):
         sys.__unraisablehook__(unraisable)
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+PARENT_POLL_S = 0.1
+
+
+def _stop_with_parent(parent: int) -> None:
+    """Stop this process as on SIGTERM once the process that started it is gone (its parent changes: the
+    orphan is handed to init or a subreaper): a job's shell killed under Snakemake or DVC takes its stage
+    with it, so a stage never writes after its orchestrator has gone. Polled on a daemon thread rather than
+    PR_SET_PDEATHSIG, which would fire when the thread that started the process ends."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_S)
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _one_line(err: OSError | UnicodeError) -> str:
@@ -181,6 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     label = console.job_label(args.command, getattr(args, "variant", None), getattr(args, "root", "."))
     console.configure(label, args.verbose)
     previous = {sig: signal.signal(sig, _stop) for sig in STOP_SIGNALS}
+    threading.Thread(target=_stop_with_parent, args=(os.getppid(),), daemon=True, name="parent-watch").start()
     sys.unraisablehook = _unraisable
     set_numerics()  # before any stage starts a JAX backend
     try:

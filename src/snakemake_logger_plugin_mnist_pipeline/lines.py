@@ -48,6 +48,7 @@ LEFT_OUT = re.compile("|".join([
 COMPLETE_LOG = re.compile(r"Complete log\(s\): (.+)")
 ELAPSED = re.compile(r"Elapsed time: (\S+?)(?:\.\d+)?$")
 EXIT_STATUS = re.compile(r"returned non-zero exit status (\d+)")
+KILLED = re.compile(r"died with <Signals\.SIG\w+: (\d+)>")  # the job's shell itself killed by a signal
 OS_ERROR = re.compile(r"(?:\w+Error): \[Errno \d+\] (?P<what>[^:]+): '(?P<path>.+)'$")
 
 
@@ -224,6 +225,10 @@ class Console:
         status = EXIT_STATUS.search(text)
         if status is not None and "CalledProcessError" in text:  # the job's line says it
             self.exits.append((text, int(status.group(1))))
+            return None
+        killed = KILLED.search(text)
+        if killed is not None and "CalledProcessError" in text:  # as a command a signal stopped: 128 + its number
+            self.exits.append((text, 128 + int(killed.group(1))))
             return None
         if "At least one job did not complete successfully" in text and (self.failed or self.stopped):
             return None  # the end line says which

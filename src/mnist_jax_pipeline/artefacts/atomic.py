@@ -13,11 +13,13 @@ import ctypes
 import errno
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from .. import paths
 from ..errors import PipelineError
 
 TMP_PREFIX = ".tmp-"
@@ -282,3 +284,57 @@ def write_text(path: str | Path, text: str) -> None:
     """Write `text`, atomically."""
     with atomic_file(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
+
+
+MARKER_BYTES = 1 << 24  # how much of a file is searched for the mark of the command that made it
+
+
+def _holds(path: Path, marker: str) -> bool:
+    """Whether the file at `path` holds `marker` (in its first MARKER_BYTES)."""
+    try:
+        with path.open("rb") as file:
+            return marker.encode() in file.read(MARKER_BYTES)
+    except OSError:
+        return False
+
+
+def _tracked(path: Path) -> bool:
+    """Whether git tracks `path`, or a file inside it."""
+    where = path if path.is_dir() else path.parent
+    try:
+        done = subprocess.run(["git", "-C", str(where), "ls-files", "-z", "--", str(path.resolve())],
+                              capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0 and bool(done.stdout)
+
+
+def _new_or_own(target: Path, marker: str, inside: str | None) -> bool:
+    """Whether `target` is new, an empty folder, or holds `marker` (a folder: in its file `inside`)."""
+    if not target.exists():
+        return True
+    if target.is_dir() and not any(target.iterdir()):
+        return True
+    return _holds(target / inside if inside else target, marker)
+
+
+def refuse_foreign(path: str | Path, option: str, command: str, marker: str, inside: str | None = None) -> None:
+    """Before `mnist-pipeline COMMAND` writes to `path`, given on its command line as `option`: refuse in one
+    line unless the path is new (or an empty folder) or holds what the command made: a file holding its
+    `marker` (a folder: its file `inside` holding it). Nothing inside .git/ is ever written."""
+    target = Path(path)
+    resolved = target.resolve()
+    if ".git" in resolved.parts:
+        reason = "inside .git/, git's own files"
+    elif _new_or_own(target, marker, inside):
+        return
+    elif _tracked(target):
+        reason = "tracked by git"
+    elif resolved.name == paths.POINT_PARAMS:  # the project's params.yaml, or a sweep point's
+        reason = "a parameters file"
+    elif (owner := paths.owner(target)) is not None:
+        reason = f"an output of the '{owner}' stage"
+    else:
+        reason = f"a {'folder' if target.is_dir() else 'file'} `mnist-pipeline {command}` did not make"
+    raise PipelineError(f"{option} {path}: {reason}; `mnist-pipeline {command}` writes only a new path or one it"
+                        " made itself: choose another path")

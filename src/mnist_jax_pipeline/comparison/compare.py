@@ -37,6 +37,8 @@ from . import experiments
 from .experiments import flatten
 
 log = logging.getLogger(__name__)
+GENERATOR = "mnist-pipeline compare"  # the page's generator tag: how --out recognises a page of its own
+MARKER = f'<meta name="generator" content="{GENERATOR}">'
 
 
 @dataclass(frozen=True)
@@ -170,7 +172,7 @@ def write(runs: list[Run], keys: list[str], title: str, source: str, html_path: 
     rows = table(runs, keys)
     html = environment(autoescape=True).get_template("compare.html.j2").render(
         title=title, source=source, keys=keys, rows=rows, figures=figures(runs), date=generated_at(), notes=notes,
-        against=against)
+        against=against, generator=GENERATOR)
     atomic.write_text(html_path, html)
     if csv_path is not None:
         out = io.StringIO()
@@ -186,6 +188,8 @@ def main(args: argparse.Namespace) -> None:
     """`mnist-pipeline compare --sweep NAME` or `mnist-pipeline compare --dvc`."""
     if bool(args.sweep) == bool(args.dvc):
         raise PipelineError("compare: give either --sweep NAME or --dvc")
+    if args.out:
+        atomic.refuse_foreign(args.out, "--out", "compare", MARKER)
     if args.sweep:
         sweep = sweeps.load(sweeps.FOLDER / f"{args.sweep}.yaml", args.params)
         folder = sweeps.FOLDER / sweep.name

@@ -58,6 +58,7 @@ ENGINES: dict[str, tuple[str, str | None]] = {  # the tool a record's `run.tool`
 }
 MEDIA_TYPES = {".npy": "application/x-npy", ".yaml": "application/yaml", ".md": "text/markdown", ".py": "text/x-python"}
 WORKFLOW = Path("src/mnist_jax_pipeline/stages.py")
+RUN_NAME = "Run of the mnist-jax-pipeline workflow"  # in every crate: how --out recognises one of its own
 DEFINITIONS = {Path("Snakefile"): "snakemake", Path("dvc.yaml"): "dvc"}
 
 
@@ -211,7 +212,7 @@ class CrateBuilder:
         made = {name for job in self.jobs for name in job.record.outputs}
         read = {name: digest for job in self.jobs for name, digest in job.record.inputs.items() if name not in made}
         runs = [job.record.run for job in self.jobs if job.record.run]
-        properties: dict[str, Any] = {"name": "Run of the mnist-jax-pipeline workflow",
+        properties: dict[str, Any] = {"name": RUN_NAME,
                                       "description": f"{len(actions)} jobs, from their provenance records"}
         if runs:
             properties |= {"startTime": min(r.started for r in runs), "endTime": max(r.ended for r in runs)}

@@ -174,6 +174,8 @@ def preprocess(config: PreprocessConfig, raw_dir: str | Path = paths.RAW.path,
 
 def main(args: argparse.Namespace) -> None:
     """`mnist-pipeline preprocess`."""
+    if Path(args.out) != Path(paths.PROCESSED.path):  # its own folder, else one it made (holds its stats)
+        atomic.refuse_foreign(args.out, "--out", "preprocess", '"normalize_mean"', inside="stats.json")
     params = load(args.params)
     held = read_manifest(args.raw).dataset
     if held != params.data.dataset:

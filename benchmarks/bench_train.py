@@ -16,9 +16,11 @@ first; a 2048x2048 GEMM, best of `--repeats`. Every clock read follows `block_un
     large-GEMM ratio     jit_scan epoch / (the same FLOPs at the 2048x2048 GEMM's speed): not a limit
     speed-ups            tutorial / jit_scan, tutorial / jit, jit / jit_scan (epoch seconds)
 
-each reported as its median and range over the rounds. A roofline ratio below 0.95 in any round means
-the reference is not a limit, a bug in the reference: the benchmark says so, reports no ratio and exits
-with status 3.
+each reported as its median and range over the rounds. A round whose roofline ratio is below 0.95 was
+most likely slowed by another job (the reference is timed apart from the epoch): it is measured again,
+up to RETRIES times; still below, it is kept and reported as noisy (`noisy_rounds` in the JSON, one
+line on stderr). A median ratio below 0.95 means the reference is not a limit, a bug in the reference:
+the benchmark says so, reports no ratio and exits with status 3.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ DESCRIPTION = "Benchmark the training loops side by side in one process, and the
 ROOT = Path(__file__).resolve().parents[1]
 TUTORIAL = "tutorial"
 MIN_ROOFLINE_RATIO = 0.95
+RETRIES = 2  # further measurements of a round whose roofline ratio is below MIN_ROOFLINE_RATIO
 LARGE_GEMM = 2048
 
 
@@ -142,11 +145,18 @@ def spread(values: list[float], digits: int = 4) -> dict[str, Any]:
             "max": round(max(values), digits), "values": [round(v, digits) for v in values]}
 
 
+def noisy(seconds: dict[str, float], reference: dict[str, Any]) -> bool:
+    """Whether a round's jit_scan epoch beat its reference's limit: another job slowed the reference."""
+    return "jit_scan" in seconds and seconds["jit_scan"] / reference["limit_seconds"] < MIN_ROOFLINE_RATIO
+
+
 def run_rounds(names: list[str], images: np.ndarray, labels: np.ndarray, params: Params, rounds: int,
-               repeats: int, bar: str, log: Callable[[str], None]) -> dict[str, Any]:
-    """Compile and warm every loop, then `rounds` rounds of the reference and one epoch per loop."""
+               repeats: int, bar: str, log: Callable[[str], None], retries: int = RETRIES) -> dict[str, Any]:
+    """Compile and warm every loop, then `rounds` rounds of the reference and one epoch per loop; a noisy
+    round (noisy()) is measured again, at most `retries` more times."""
+    epochs_at_most = 1 + rounds * (1 + retries)
     runners = {name: TutorialRunner(images, labels, params) if name == TUTORIAL
-               else VariantRunner(name, images, labels, params, rounds + 1) for name in names}
+               else VariantRunner(name, images, labels, params, epochs_at_most) for name in names}
     gemms = roofline.StepGemms(params.model.layer_sizes, len(labels), params.train.batch_size)
     try:
         compile_seconds = {name: runner.compile() for name, runner in runners.items()}
@@ -154,22 +164,35 @@ def run_rounds(names: list[str], images: np.ndarray, labels: np.ndarray, params:
         log(f"compiled and warmed up: {', '.join(names)}")
         epochs: dict[str, list[float]] = {name: [] for name in names}
         with_bar: list[bool] = []
-        references, large, loads = [], [], []
+        references, large, loads, measured_again = [], [], [], []
+        epoch = 1
         for index in range(rounds):
             shown = bar == "on" or (bar == "both" and index % 2 == 0)
             with_bar.append(shown)
-            references.append(gemms.measure(repeats))  # right before the jit_scan epoch it is the limit of
-            for name in sorted(runners, key=lambda n: n != "jit_scan"):
-                epochs[name].append(runners[name].epoch(index + 2, shown))
+            for attempt in range(retries + 1):
+                epoch += 1
+                reference = gemms.measure(repeats)  # right before the jit_scan epoch it is the limit of
+                seconds = {name: runners[name].epoch(epoch, shown)
+                           for name in sorted(runners, key=lambda n: n != "jit_scan")}
+                load = round(os.getloadavg()[0], 2)
+                if attempt == retries or not noisy(seconds, reference):
+                    break
+                log(f"round {index + 1}/{rounds}: jit_scan {seconds['jit_scan']:.3f} s beat the limit"
+                    f" {reference['limit_seconds']:.3f} s (load {load}): noisy, measuring it again")
+            measured_again.append(attempt)
+            references.append(reference)
+            for name, value in seconds.items():
+                epochs[name].append(value)
             large.append(roofline.large_gemm_gflops(LARGE_GEMM, repeats))
-            loads.append(round(os.getloadavg()[0], 2))
+            loads.append(load)
             log(f"round {index + 1}/{rounds}: " + ", ".join(f"{n} {s[-1]:.3f} s" for n, s in epochs.items())
                 + f", limit {references[-1]['limit_seconds']:.3f} s, load {loads[-1]}")
     finally:
         for runner in runners.values():
             runner.close()
     return {"compile_seconds": compile_seconds, "first_epoch_seconds": first, "epochs": epochs,
-            "with_bar": with_bar, "references": references, "large_gemm_gflops": large, "loads": loads}
+            "with_bar": with_bar, "references": references, "large_gemm_gflops": large, "loads": loads,
+            "measured_again": measured_again}
 
 
 def ratios(epochs: dict[str, list[float]], limits: list[float], large_limits: list[float]) -> dict[str, list[float]]:
@@ -238,12 +261,22 @@ def build_report(args: argparse.Namespace, params: Params, source: str, examples
     roof = per_round.get("roofline")
     if roof:
         low = [(i + 1, r) for i, r in enumerate(roof) if r < MIN_ROOFLINE_RATIO]
-        report["roofline_ratio"] = None if low else round(statistics.median(roof), 3)
-        if low:
+        median = statistics.median(roof)
+        again = measured["measured_again"]
+        report["measured_again"] = again  # per round: how many times it was measured again
+        report["noisy_rounds"] = [i for i, _ in low]
+        report["noisy"] = bool(low)
+        report["roofline_ratio"] = None if median < MIN_ROOFLINE_RATIO else round(median, 3)
+        if median < MIN_ROOFLINE_RATIO:
             report["roofline_error"] = (
-                f"the jit_scan epoch ran faster than the reference's limit in round(s) {[i for i, _ in low]}"
-                f" (ratio {min(r for _, r in low):.3f} < {MIN_ROOFLINE_RATIO}): the reference is not a limit,"
-                " a bug in the reference (roofline.py), not a result")
+                f"the jit_scan epoch ran faster than the reference's limit: median ratio {median:.3f} <"
+                f" {MIN_ROOFLINE_RATIO} over {len(roof)} rounds, each measured up to {max(again) + 1} times:"
+                " the reference is not a limit, a bug in the reference (roofline.py), not a result")
+        elif low:
+            report["noisy_note"] = (
+                f"noisy: round(s) {[i for i, _ in low]} beat the reference's limit (ratio"
+                f" {min(r for _, r in low):.3f} < {MIN_ROOFLINE_RATIO}) however often measured again; another job"
+                f" most likely slowed its reference; kept beside the others, the median ({median:.3f}) holds")
     if "speedup_jit_scan_vs_tutorial" in per_round:
         report["speedup_vs_tutorial"] = round(statistics.median(per_round["speedup_jit_scan_vs_tutorial"]), 3)
     if "speedup_jit_scan_vs_jit" in per_round:
@@ -323,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--rounds and --repeats must be at least 1 (--rounds at least 2 with --progress both)")
 
     load_start = [round(x, 2) for x in os.getloadavg()]
-    params = bench_params(args.batch_size, args.rounds + 1)
+    params = bench_params(args.batch_size, 1 + args.rounds * (1 + RETRIES))  # every epoch a retry may run
     images, labels, source = load_data(args.synthetic, args.examples)
     quiet = args.json
     measured = run_rounds(names, images, labels, params, args.rounds, args.repeats, args.progress,
@@ -336,6 +369,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(report, indent=2))
     else:
         print_text(report)
+    if report.get("noisy_note"):
+        print(report["noisy_note"], file=sys.stderr)
     if report.get("roofline_error"):
         print(f"error: {report['roofline_error']}", file=sys.stderr)
         return 3

@@ -1,5 +1,6 @@
 """The benchmarks' reference and verdicts: the roofline times the products the compiled step really runs,
-a ratio below 0.95 is refused, the tutorial's loop trains as the jit variant does, and the time-to-accuracy
+a median ratio below 0.95 is refused (a noisy round is measured again,
+then flagged), the tutorial's loop trains as the jit variant does, and the time-to-accuracy
 preset passes only when every seed reaches the target."""
 
 from __future__ import annotations
@@ -61,29 +62,85 @@ def test_the_limit_counts_the_epochs_flops():
     assert all(g["gflops"] > 0 for g in measured["gemms"]) and measured["limit_seconds"] > 0
 
 
-def fake_measurement(scan_seconds: list[float], limit: float) -> dict:
+def fake_measurement(scan_seconds: list[float], limit: float, again: list[int] | None = None) -> dict:
     rounds = len(scan_seconds)
     return {"compile_seconds": {"jit_scan": 0.1, "tutorial": None}, "first_epoch_seconds": {"jit_scan": 1.0,
             "tutorial": 2.0}, "epochs": {"jit_scan": scan_seconds, "tutorial": [2.0] * rounds},
             "with_bar": [False] * rounds, "large_gemm_gflops": [200.0] * rounds, "loads": [0.1] * rounds,
             "references": [{"limit_seconds": limit, "gemms": [{"name": "layer 1 forward", "rows": 128,
-                            "lhs": [128, 784], "rhs": [512, 784], "out": [128, 512], "gflops": 150.0}]}] * rounds}
+                            "lhs": [128, 784], "rhs": [512, 784], "out": [128, 512], "gflops": 150.0}]}] * rounds,
+            "measured_again": again or [0] * rounds}
 
 
-def report_for(scan_seconds: list[float], limit: float) -> dict:
+def report_for(scan_seconds: list[float], limit: float, again: list[int] | None = None) -> dict:
     args = argparse.Namespace(batch_size=128, rounds=len(scan_seconds), repeats=1, progress="off")
     params = bench_train.bench_params(128, 2)
-    return bench_train.build_report(args, params, "synthetic", 60_000, fake_measurement(scan_seconds, limit))
+    return bench_train.build_report(args, params, "synthetic", 60_000, fake_measurement(scan_seconds, limit, again))
 
 
-def test_a_ratio_below_095_is_reported_as_a_bug_in_the_reference_not_as_a_ratio():
+def test_a_median_ratio_below_095_is_reported_as_a_bug_in_the_reference_not_as_a_ratio():
     good = report_for([1.2, 1.1, 1.3], limit=1.0)
     assert good["roofline_ratio"] == 1.2 and "roofline_error" not in good
+    assert good["noisy"] is False and good["noisy_rounds"] == [] and "noisy_note" not in good
     assert good["ratios"]["roofline"] == {"median": 1.2, "min": 1.1, "max": 1.3, "values": [1.2, 1.1, 1.3]}
     assert good["speedup_vs_tutorial"] == pytest.approx(2.0 / 1.2, abs=1e-3)
-    bad = report_for([1.2, 0.9, 1.3], limit=1.0)  # one round beat the "limit"
-    assert bad["roofline_ratio"] is None and "round(s) [2]" in bad["roofline_error"]
-    assert "not a limit" in bad["roofline_error"]
+    bad = report_for([0.9, 0.8, 1.3], limit=1.0, again=[2, 2, 0])  # the median beat the "limit"
+    assert bad["roofline_ratio"] is None and "median ratio 0.900 < 0.95" in bad["roofline_error"]
+    assert "not a limit" in bad["roofline_error"] and "up to 3 times" in bad["roofline_error"]
+
+
+def test_a_noisy_round_is_reported_beside_the_others_not_as_a_bug():
+    """One round still below 0.95 after its retries (another job slowed its reference): flagged, not fatal."""
+    report = report_for([1.2, 0.762, 1.3], limit=1.0, again=[0, 2, 0])
+    assert report["roofline_ratio"] == 1.2 and "roofline_error" not in report
+    assert report["noisy"] is True and report["noisy_rounds"] == [2] and report["measured_again"] == [0, 2, 0]
+    assert report["noisy_note"].startswith("noisy: round(s) [2] beat the reference's limit (ratio 0.762 < 0.95)")
+    assert report["ratios"]["roofline"]["values"] == [1.2, 0.762, 1.3]  # kept beside the others
+
+
+class ScriptedGemms:
+    """The reference, its limit the same every round."""
+
+    def __init__(self, *args: object) -> None:
+        pass
+
+    def measure(self, repeats: int) -> dict:
+        return {"limit_seconds": 1.0, "gemms": []}
+
+
+def scripted_runner(seconds: list[float]) -> type:
+    """A loop whose timed epochs take `seconds`, in order (epoch 1 is the warm-up)."""
+
+    class Runner:
+        def __init__(self, *args: object) -> None:
+            self.timed = iter(seconds)
+
+        def compile(self) -> None:
+            return None
+
+        def epoch(self, epoch: int, bar: bool) -> float:
+            return 1.0 if epoch == 1 else next(self.timed)
+
+        def close(self) -> None:
+            pass
+
+    return Runner
+
+
+@pytest.mark.parametrize(("scan", "expected", "again"), [
+    ([1.2, 0.7, 1.1, 1.3], [1.2, 1.1, 1.3], [0, 1, 0]),  # round 2 noisy once, then fine
+    ([1.2, 0.7, 0.8, 0.9, 1.3], [1.2, 0.9, 1.3], [0, 2, 0]),  # round 2 noisy however often: kept after 2 retries
+])
+def test_a_noisy_round_is_measured_again_a_bounded_number_of_times(monkeypatch, scan, expected, again):
+    monkeypatch.setattr(bench_train.roofline, "StepGemms", ScriptedGemms)
+    monkeypatch.setattr(bench_train.roofline, "large_gemm_gflops", lambda size, repeats: 100.0)
+    monkeypatch.setattr(bench_train, "VariantRunner", scripted_runner(scan))
+    lines: list[str] = []
+    params = bench_train.bench_params(128, 10)
+    measured = bench_train.run_rounds(["jit_scan"], np.zeros((256, 784)), np.zeros(256), params, 3, 1, "off",
+                                      lines.append)
+    assert measured["epochs"]["jit_scan"] == expected and measured["measured_again"] == again
+    assert sum("noisy, measuring it again" in line for line in lines) == sum(again)
 
 
 def test_the_tutorials_loop_trains_as_the_jit_variant_does():

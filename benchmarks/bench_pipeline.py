@@ -68,14 +68,9 @@ def measured(ws: Path, command: str) -> tuple[float, int]:
 def fresh_copy(parent: Path, name: str, params: Path | None = None, raw: Path | None = None) -> Path:
     """The repository's tracked and unignored files as a repository of their own, with `params` as its
     params.yaml and `raw` as its data/raw (recorded as the download stage's work), when given."""
-    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=ROOT,
-                           capture_output=True, text=True, check=True).stdout.split("\0")
-    ws = parent / name
-    for rel in filter(None, files):
-        src = ROOT / rel
-        if src.is_file() or src.is_symlink():
-            (ws / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, ws / rel, follow_symlinks=False)
+    from checkout_copy import copy_checkout  # beside this script, shared with tests/workspace.py
+
+    ws = copy_checkout(parent / name, ROOT)
     if params is not None:
         shutil.copyfile(params, ws / "params.yaml")
     commit = ["git", "-c", "user.name=bench", "-c", "user.email=bench@localhost", "commit", "-qm", "bench"]

@@ -13,6 +13,9 @@ import yaml
 
 from conftest import MIRROR, ROOT
 
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from checkout_copy import copy_checkout  # noqa: E402  (the benchmarks' copy of the checkout, shared)
+
 ARTEFACT_DIRS = ("data/raw", "data/processed", "models", "metrics", "plots", "reports")
 
 
@@ -45,14 +48,7 @@ def set_params(ws: Path, **changes: object) -> None:
 def make_workspace(parent: Path, name: str, fast: bool = True, **params: object) -> Path:
     """A fresh clone-like copy of the repository (tracked and unignored files) as its own git repo;
     `fast`: 2,000 training examples and one epoch."""
-    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=ROOT,
-                           capture_output=True, text=True, check=True).stdout.split("\0")
-    ws = parent / name
-    for rel in filter(None, files):
-        src = ROOT / rel
-        if src.is_file() or src.is_symlink():
-            (ws / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, ws / rel, follow_symlinks=False)
+    ws = copy_checkout(parent / name, ROOT)
     set_params(ws, **({"preprocess.max_train_examples": 2000, "train.epochs": 1} if fast else {}) | params)
     sh(ws, "git", "init", "-q")
     sh(ws, "git", "add", "-A")

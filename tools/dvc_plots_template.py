@@ -64,6 +64,14 @@ def build(name: str, version: str, folder: Path) -> str:
     return f"<script>/* {name}@{version} */\n{js}\n</script>"
 
 
+NAMES = ", ".join(f"{name}@{version}" for name, version, _ in LIBRARIES)
+
+
+def fill(scripts: str) -> str:
+    """The page with the libraries' inline `scripts` (tests/test_plots_template.py checks the committed page)."""
+    return PAGE.replace("LIBRARIES", NAMES).replace("SCRIPTS", scripts)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=DESCRIPTION)
     parser.add_argument("--npm-dir", type=Path, help="a folder holding the npm tarballs (name-version.tgz)")
@@ -71,11 +79,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         folder = args.npm_dir or Path(scratch)
         scripts = "\n".join(build(name, version, folder) for name, version, _ in LIBRARIES)
-    names = ", ".join(f"{name}@{version}" for name, version, _ in LIBRARIES)
-    page = PAGE.replace("LIBRARIES", names).replace("SCRIPTS", scripts)
+    page = fill(scripts)
     assert sorted(set(PLACEHOLDER.findall(page))) == ["plot_divs", "refresh_tag"]
     OUTPUT.write_text(page, encoding="utf-8")
-    print(f"{OUTPUT}: {len(page.encode()):,} bytes ({names})")
+    print(f"{OUTPUT}: {len(page.encode()):,} bytes ({NAMES})")
 
 
 if __name__ == "__main__":

@@ -1,14 +1,19 @@
-"""Pipeline-level figures: each stage's wall time and peak RSS, the whole run, and no-op overhead.
+"""Pipeline-level figures: what orchestration and the checks cost beside the stages' own work.
 
     MNIST_MIRROR=../shared/data/mnist python benchmarks/bench_pipeline.py [--json] [--output FILE]
     # CI smoke run: a tiny data/raw instead of the download, tiny params, one no-op run each
     python benchmarks/bench_pipeline.py --raw RAW_DIR --params tiny.yaml --repeats 1 --json
 
-In a fresh copy of the repository (default params: the full tutorial run, nojit included) it
-1. runs every stage command in DAG order, alone, recording wall seconds and peak RSS (wait4);
-2. times `snakemake --cores all` from scratch in a second fresh copy (the whole pipeline);
-3. times no-op runs side by side: `snakemake --cores all` and `dvc repro` on the finished
-   pipeline against the same tools on a bare 5-rule workflow (median of --repeats runs each).
+In fresh copies of the repository (default params: the full tutorial run, nojit included) it
+1. runs the whole pipeline from scratch under each tool (`snakemake --cores all`, `dvc repro`), then
+   again after one parameter change (`train.step_size`), and reports for each run its wall time,
+   the sum of the stages' own work (each provenance record's run: its end less its start less its
+   checks), the difference (orchestration, process start-up and checks), the checks' sum and the
+   largest `checks_s` against its stage's wall time;
+2. times no-op runs side by side, wall and CPU (user + system of the tool and its children):
+   `snakemake --cores all` and `dvc repro` on the finished pipeline against a one-rule Snakefile
+   and a one-stage dvc.yaml (median of --repeats runs each);
+3. with --each-stage, also runs every stage command alone in DAG order, with its peak RSS (wait4).
 With --raw, each copy starts from that folder (the download stage's output) as data/raw, recorded
 as the download stage's work, and the download stage is neither run nor timed.
 """
@@ -18,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -31,6 +37,7 @@ from typing import Any
 import yaml
 
 from mnist_jax_pipeline.artefacts.storage import write_json
+from mnist_jax_pipeline.runtime import cpu_model
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -42,12 +49,67 @@ def environment(ws: Path) -> dict[str, str]:
 
 
 def run(ws: Path, *args: str) -> float:
+    return timed(ws, *args)[0]
+
+
+def timed(ws: Path, *args: str) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system of the command and everything it waited for)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(args, cwd=ws, env=environment(ws), capture_output=True, text=True)
     seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(args)} failed in {ws}:\n{(done.stdout + done.stderr)[-2000:]}")
-    return seconds
+    return seconds, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def _seconds(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def accounted(ws: Path, wall: float, since: float) -> dict[str, Any]:
+    """A run's wall time against the work of the jobs it ran (the records written after `since`)."""
+    jobs = {}
+    for path in sorted((ws / "provenance").glob("*.json")):
+        record = json.loads(path.read_text())
+        run_info = record.get("run")
+        if not run_info or _seconds(run_info["started"]) < since:
+            continue
+        span = _seconds(run_info["ended"]) - _seconds(run_info["started"])
+        jobs[record["stage"]] = {"span_s": round(span, 3), "checks_s": run_info["checks_s"],
+                                 "work_s": round(span - run_info["checks_s"], 3), "tool": run_info["tool"]}
+    work = sum(job["work_s"] for job in jobs.values())
+    checks = sum(job["checks_s"] for job in jobs.values())
+    worst = max(jobs, key=lambda name: jobs[name]["checks_s"] / max(jobs[name]["span_s"], 1e-9), default=None)
+    return {"wall_s": round(wall, 2), "jobs": len(jobs), "stages_work_s": round(work, 2),
+            "orchestration_startup_and_checks_s": round(wall - work, 2), "checks_s": round(checks, 3),
+            "max_checks_s": max((job["checks_s"] for job in jobs.values()), default=0.0),
+            "largest_checks_share": {"job": worst, **jobs[worst]} if worst else None, "per_job": jobs}
+
+
+def set_step_size(ws: Path, value: float) -> None:
+    params = yaml.safe_load((ws / "params.yaml").read_text())
+    params["train"]["step_size"] = value
+    (ws / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def whole_runs(parent: Path, tool: str, args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
+    """The pipeline from scratch under one tool, then after a change of train.step_size."""
+    command = ["snakemake", "--cores", "all"] if tool == "snakemake" else ["dvc", "repro"]
+    ws = fresh_copy(parent, tool, args.params, args.raw)
+    found = {}
+    for label in ("from_scratch", "after_train_step_size_change"):
+        if label != "from_scratch":
+            step = yaml.safe_load((ws / "params.yaml").read_text())["train"]["step_size"]
+            set_step_size(ws, round(step * 2, 6))
+        since = time.time()
+        wall = run(ws, *command)
+        found[label] = accounted(ws, wall, since - 1)
+        print(f"{tool} {label}: {wall:.1f} s wall, stages' own work {found[label]['stages_work_s']:.1f} s,"
+              f" the rest {found[label]['orchestration_startup_and_checks_s']:.1f} s (checks"
+              f" {found[label]['checks_s']:.2f} s over {found[label]['jobs']} jobs)", file=sys.stderr)
+    return ws, found
 
 
 def measured(ws: Path, command: str) -> tuple[float, int]:
@@ -79,6 +141,7 @@ def fresh_copy(parent: Path, name: str, params: Path | None = None, raw: Path | 
     if raw is not None:
         shutil.copytree(raw, ws / "data" / "raw")
         run(ws, sys.executable, "-c", RECORD_DOWNLOAD)
+        run(ws, "dvc", "commit", "--force", "--quiet", "download")  # for DVC too: the download stage's work
     return ws
 
 
@@ -109,29 +172,31 @@ def stage_commands(ws: Path, skip: tuple[str, ...] = ()) -> list[tuple[str, str]
 
 
 def bare_workflows(parent: Path) -> Path:
-    """A trivial 5-rule chain for Snakemake and the same 5 stages for DVC, already run."""
+    """A one-rule Snakefile and a one-stage dvc.yaml, already run: what either tool costs by itself."""
     ws = parent / "bare"
     ws.mkdir()
-    names = [f"s{i}" for i in range(5)]
-    rules, stages = [], {}
-    for i, name in enumerate(names):
-        dep = f"{names[i - 1]}.txt" if i else "input.txt"
-        rules.append(f'rule {name}:\n    input: "{dep}"\n    output: "{name}.txt"\n'
-                     f'    shell: "cat {{input}} > {{output}}"\n')
-        stages[name] = {"cmd": f"cat {dep} > {name}.txt", "deps": [dep], "outs": [f"{name}.txt"]}
     (ws / "input.txt").write_text("x\n")
-    (ws / "Snakefile").write_text(f'rule all:\n    input: "{names[-1]}.txt"\n\n' + "\n".join(rules))
+    (ws / "Snakefile").write_text('rule copy:\n    input: "input.txt"\n    output: "copy.txt"\n'
+                                  '    shell: "cat {input} > {output}"\n')
     subprocess.run(["git", "init", "-q"], cwd=ws, check=True)
     run(ws, "dvc", "init", "-q")
+    stages = {"copy": {"cmd": "cat input.txt > copy.txt", "deps": ["input.txt"], "outs": ["copy.txt"]}}
     (ws / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}, sort_keys=False))
     run(ws, "dvc", "repro")
     run(ws, "snakemake", "--cores", "all")
     return ws
 
 
-def median_time(ws: Path, repeats: int, *args: str) -> float:
-    run(ws, *args)  # warm the file cache and Python's bytecode
-    return statistics.median(run(ws, *args) for _ in range(repeats))
+def median_time(ws: Path, repeats: int, *args: str) -> dict[str, float]:
+    """Median wall and CPU seconds of `repeats` runs, after one that warms the file cache."""
+    run(ws, *args)
+    runs = [timed(ws, *args) for _ in range(repeats)]
+    return {"wall_s": round(statistics.median(r[0] for r in runs), 3),
+            "cpu_s": round(statistics.median(r[1] for r in runs), 3)}
+
+
+def extra_cpu(noop: dict[str, dict[str, float]], pipeline: str, bare: str) -> float:
+    return round(noop[pipeline]["cpu_s"] - noop[bare]["cpu_s"], 3)
 
 
 def main() -> int:
@@ -140,6 +205,7 @@ def main() -> int:
     parser.add_argument("--output", type=Path)
     parser.add_argument("--repeats", type=int, default=5, help="no-op runs per median (default: 5)")
     parser.add_argument("--params", type=Path, help="the copies' params.yaml (default: the repository's)")
+    parser.add_argument("--each-stage", action="store_true", help="also run every stage alone, with its peak RSS")
     parser.add_argument("--raw", type=Path, help="a data/raw folder (the download stage's output) to start from:"
                                                  " the download stage is then not run (default: download it)")
     args = parser.parse_args()
@@ -150,44 +216,46 @@ def main() -> int:
             raise SystemExit(f"{given}: not found")
     parent = Path(tempfile.mkdtemp(prefix="bench-pipeline-"))
 
-    staged = fresh_copy(parent, "stages", args.params, args.raw)
     stages = {}
-    for name, command in stage_commands(staged, skip=("download",) if args.raw else ()):
-        seconds, rss = measured(staged, command)
-        stages[name] = {"seconds": round(seconds, 3), "peak_rss_bytes": rss}
-        print(f"{name:<16} {seconds:8.2f} s  peak RSS {rss / 2**20:7.1f} MiB", file=sys.stderr)
+    if args.each_stage:
+        staged = fresh_copy(parent, "stages", args.params, args.raw)
+        for name, command in stage_commands(staged, skip=("download",) if args.raw else ()):
+            seconds, rss = measured(staged, command)
+            stages[name] = {"seconds": round(seconds, 3), "peak_rss_bytes": rss}
+            print(f"{name:<16} {seconds:8.2f} s  peak RSS {rss / 2**20:7.1f} MiB", file=sys.stderr)
 
-    whole = fresh_copy(parent, "whole", args.params, args.raw)
-    whole_seconds = run(whole, "snakemake", "--cores", "all")
-    print(f"snakemake --cores all from scratch: {whole_seconds:.1f} s", file=sys.stderr)
-    run(whole, "dvc", "status")  # dvc.lock was written by the workflow's dvc commit
+    snake, snakemake_runs = whole_runs(parent, "snakemake", args)
+    run(snake, "dvc", "status")  # dvc.lock was written by the workflow's dvc commit
+    dvc, dvc_runs = whole_runs(parent, "dvc", args)
 
     bare = bare_workflows(parent)
     noop = {
-        "snakemake_pipeline": median_time(whole, args.repeats, "snakemake", "--cores", "all"),
-        "snakemake_bare_5_rules": median_time(bare, args.repeats, "snakemake", "--cores", "all"),
-        "dvc_pipeline": median_time(whole, args.repeats, "dvc", "repro"),
-        "dvc_bare_5_stages": median_time(bare, args.repeats, "dvc", "repro"),
+        "snakemake_pipeline": median_time(snake, args.repeats, "snakemake", "--cores", "all"),
+        "snakemake_one_rule": median_time(bare, args.repeats, "snakemake", "--cores", "all"),
+        "dvc_pipeline": median_time(dvc, args.repeats, "dvc", "repro"),
+        "dvc_one_stage": median_time(bare, args.repeats, "dvc", "repro"),
     }
     result: dict[str, Any] = {
         "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "cpu_model": cpu_model(),
         "host_cpu_count": os.cpu_count(),
+        "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
         "data": f"{args.raw} as data/raw (download not run)" if args.raw else "downloaded from MNIST_MIRROR",
         "params_file": str(args.params or "params.yaml"),
-        "stages": stages,
-        "max_stage_peak_rss_bytes": max(s["peak_rss_bytes"] for s in stages.values()),
-        "pipeline_seconds_snakemake_from_scratch": round(whole_seconds, 2),
-        "noop_seconds": {k: round(v, 3) for k, v in noop.items()},
-        "noop_ratio_snakemake": round(noop["snakemake_pipeline"] / noop["snakemake_bare_5_rules"], 3),
-        "noop_ratio_dvc": round(noop["dvc_pipeline"] / noop["dvc_bare_5_stages"], 3),
+        "runs": {"snakemake": snakemake_runs, "dvc": dvc_runs},
+        "noop": noop,
+        "noop_extra_cpu_s_snakemake": extra_cpu(noop, "snakemake_pipeline", "snakemake_one_rule"),
+        "noop_extra_cpu_s_dvc": extra_cpu(noop, "dvc_pipeline", "dvc_one_stage"),
     }
+    if stages:
+        result["stages_alone"] = stages
+        result["max_stage_peak_rss_bytes"] = max(s["peak_rss_bytes"] for s in stages.values())
     if args.output:
         write_json(args.output, result)
     if args.json:
         print(json.dumps(result, indent=2))
     else:
-        for key in ("pipeline_seconds_snakemake_from_scratch", "noop_seconds", "noop_ratio_snakemake",
-                    "noop_ratio_dvc", "max_stage_peak_rss_bytes"):
+        for key in ("noop", "noop_extra_cpu_s_snakemake", "noop_extra_cpu_s_dvc"):
             print(f"{key}: {result[key]}")
     shutil.rmtree(parent, ignore_errors=True)
     return 0

@@ -137,23 +137,31 @@ def test_ablation_time_to_accuracy(tmp_path: Path):
     assert len(table) == 1 + len(report["rows"]), table  # the header and one line per row
 
 
-@pytest.mark.slow  # every stage, a whole Snakemake run and the no-op runs: about a minute and a half
+@pytest.mark.slow  # every stage alone, the pipeline twice under each tool and the no-op runs: a few minutes
 def test_bench_pipeline_from_a_tiny_data_raw(tmp_path: Path):
     raw = write_raw(tmp_path / "raw", train=300, test=100)
     (raw / "idx").mkdir(exist_ok=True)  # the download stage's folder of the original .gz files, left empty here
     params = write_params(tmp_path / "params.yaml", tiny_params_dict(variants=["jit"], train={"epochs": 1}))
     out = tmp_path / "pipeline.json"
     done = bench("bench_pipeline.py", "--raw", raw, "--params", params, "--repeats", "1", "--json", "--output", out,
-                 cwd=tmp_path, timeout=600)
+                 "--each-stage", cwd=tmp_path, timeout=900)
     report = json.loads(done.stdout)
     assert json.loads(out.read_text()) == report
     expected = {f"{s.name}@jit" if s.per_variant else s.name for s in stages.STAGES} - {"download"}
-    assert set(report["stages"]) == expected and "download not run" in report["data"]
-    for name, stage in report["stages"].items():
+    assert set(report["stages_alone"]) == expected and "download not run" in report["data"]
+    for name, stage in report["stages_alone"].items():
         assert finite(stage["seconds"]) and finite(stage["peak_rss_bytes"]), (name, stage)
-    assert report["max_stage_peak_rss_bytes"] == max(s["peak_rss_bytes"] for s in report["stages"].values())
-    assert set(report["noop_seconds"]) == {"snakemake_pipeline", "snakemake_bare_5_rules", "dvc_pipeline",
-                                           "dvc_bare_5_stages"}
-    figures = {key: report[key] for key in ("pipeline_seconds_snakemake_from_scratch", "noop_ratio_snakemake",
-                                            "noop_ratio_dvc")} | report["noop_seconds"]
-    assert all(finite(value) for value in figures.values()), figures
+    for tool in ("snakemake", "dvc"):
+        scratch, change = report["runs"][tool]["from_scratch"], report["runs"][tool]["after_train_step_size_change"]
+        assert set(scratch["per_job"]) == expected, (tool, scratch["per_job"])
+        assert {job["tool"] for job in scratch["per_job"].values()} == {tool}
+        # the step size re-runs train and what reads its outputs; preprocess and check stay
+        assert "train@jit" in change["per_job"] and "preprocess" not in change["per_job"], (tool, change)
+        for found in (scratch, change):
+            assert 0 < found["stages_work_s"] < found["wall_s"], (tool, found)
+            rest = found["wall_s"] - found["stages_work_s"]
+            assert found["orchestration_startup_and_checks_s"] == pytest.approx(rest, abs=0.02)
+            assert 0 <= found["max_checks_s"] <= found["checks_s"]
+    assert set(report["noop"]) == {"snakemake_pipeline", "snakemake_one_rule", "dvc_pipeline", "dvc_one_stage"}
+    assert all(finite(v["wall_s"]) and finite(v["cpu_s"]) and v["cpu_s"] > 0 for v in report["noop"].values())
+    assert finite(report["noop_extra_cpu_s_snakemake"]) and finite(report["noop_extra_cpu_s_dvc"])

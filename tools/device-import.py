@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+# the docstring's first line, kept where python -OO drops docstrings
+DESCRIPTION = "Import a GPU run of record (tools/device-run.sh's output folder) into the repository."
 ROOT = Path(__file__).resolve().parents[1]
 COPIED = {"manifest.json": "device-run", "bench-train.json": "train", "bench-time-to-accuracy.json": "time-to-accuracy"}
 ROW_START = "| NVIDIA GPU"
@@ -140,7 +142,7 @@ def import_results(results: Path, repo: Path, commit: bool) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=DESCRIPTION)
     parser.add_argument("results", type=Path, help="tools/device-run.sh's output folder")
     parser.add_argument("--repo", type=Path, default=ROOT, help="the repository (default: this checkout)")
     parser.add_argument("--no-commit", action="store_true", help="copy and update the README only")

@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
+# the docstring's first line, kept where python -OO drops docstrings
+DESCRIPTION = 'A GPU run of record in one command: prepare here (`prepare`), run there (`run OUT_DIR`).'
 ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = ("nojit", "jit", "jit_scan")
 # what the stages import that the GPU image does not hold; carried with what they need (uv.lock's closure)
@@ -483,7 +485,7 @@ def environment(out: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("prepare", help="fill .device/ here (tools/device-prepare.sh)")
     p.add_argument("--dest", type=Path, default=None, help="the folder to fill (default: .device)")

@@ -3,7 +3,7 @@
     python benchmarks/trace_epoch.py [--top 15] [--keep DIR]
     python benchmarks/trace_epoch.py --examples 512 --top 5    # CI smoke run
 
-The standalone version of the profile stage's op table (src/mnist_jax_pipeline/profiling/op_table.py): runs
+The standalone version of the profile stage's op table (src/mnist_jax_pipeline/profiling/op_table/): runs
 one warm-up epoch, traces the next (synthetic data of MNIST's shape; the arithmetic does not depend
 on the values) and prints every op's count, self time, share of the traced epoch and, for the
 matrix products, the achieved GFLOP/s, with the HLO instruction it runs.

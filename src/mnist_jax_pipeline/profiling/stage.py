@@ -6,7 +6,7 @@ Trace: the variant's own loop is built on the training split from the trained mo
 the whole epochs that cover them) are traced with `jax.profiler`, each call inside a step
 annotation. The files keep jax.profiler's layout under `trace/` with fixed names, so
 `--logdir <folder>/trace` opens in XProf or TensorBoard and `perfetto_trace.json.gz` in
-ui.perfetto.dev; profiling/op_table.py parses the trace into the per-op table of summary.json.
+ui.perfetto.dev; profiling/op_table/ parses the trace into the per-op table of summary.json.
 
 Snapshots: on the default JAX device it replays (1) the parameter initialisation, (2) one training
 step on a real batch starting from the trained model (compiled unless the variant runs op by op),

@@ -9,6 +9,7 @@ order, which would make two identical models differ in bytes.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,7 @@ from .record import Record
 
 METADATA_KEY = "mnist_jax_pipeline"
 HostParams = list[tuple[np.ndarray, np.ndarray]]  # (weight, bias) per layer, on the host
+Corrupt = Callable[[str], PipelineError]  # the error naming the model file and why it is damaged
 
 
 class ModelMetadata(Record):
@@ -65,12 +67,24 @@ def load_model(path: str | Path, made_by: str) -> tuple[HostParams, ModelMetadat
             named = {name: handle.get_tensor(name) for name in handle.keys()}  # noqa: SIM118
     except (SafetensorError, OSError, ValueError) as err:
         raise corrupt(f"corrupt or truncated model ({err})") from err
+    metadata = _metadata(stored, corrupt)
+    params = _layers(named, corrupt)
+    _check_sizes(params, metadata, corrupt)
+    return params, metadata
+
+
+def _metadata(stored: str | None, corrupt: Corrupt) -> ModelMetadata:
+    """The metadata stored under METADATA_KEY."""
     if stored is None:
         raise corrupt(f"no '{METADATA_KEY}' metadata")
     try:
-        metadata = ModelMetadata.model_validate_json(stored)
+        return ModelMetadata.model_validate_json(stored)
     except ValidationError as err:
         raise corrupt(f"corrupt model metadata ({err.errors()[0]['msg'].lower()})") from err
+
+
+def _layers(named: dict[str, np.ndarray], corrupt: Corrupt) -> HostParams:
+    """The (weight, bias) pairs of the named arrays, each a float32 matrix and its vector."""
     count = len(named) // 2
     try:
         params = [(named[f"layer{i}.weight"], named[f"layer{i}.bias"]) for i in range(count)]
@@ -81,6 +95,11 @@ def load_model(path: str | Path, made_by: str) -> tuple[HostParams, ModelMetadat
     for i, (w, b) in enumerate(params):
         if w.ndim != 2 or b.shape != (w.shape[0],) or w.dtype != np.float32 or b.dtype != np.float32:
             raise corrupt(f"layer {i} has shapes {w.shape}/{b.shape} ({w.dtype}/{b.dtype})")
+    return params
+
+
+def _check_sizes(params: HostParams, metadata: ModelMetadata, corrupt: Corrupt) -> None:
+    """The layers chain up, match the metadata, map the pixels to the classes, and hold finite weights."""
     sizes = layer_sizes_of(params)
     if any(w.shape[1] != sizes[i] for i, (w, _) in enumerate(params)):
         raise corrupt(f"layer shapes {[w.shape for w, _ in params]} do not chain up")
@@ -90,5 +109,3 @@ def load_model(path: str | Path, made_by: str) -> tuple[HostParams, ModelMetadat
         raise corrupt(f"layer sizes {sizes}: the MLP maps {IMAGE_PIXELS} pixels to {NUM_CLASSES} classes")
     if not all(np.isfinite(w).all() and np.isfinite(b).all() for w, b in params):
         raise corrupt("it holds NaN or infinite weights")
-    return params, metadata
-

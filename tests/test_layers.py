@@ -32,7 +32,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("parameter files", frozenset({"presets", "sweeps"})),
     ("stages", frozenset({"train", "evaluate", "profiling", "report"})),
     # The comparison commands (`compare`, `show`) draw their page with the report's figures and templates.
-    ("comparison", frozenset({"comparison"})),
+    ("comparison", frozenset({"comparison", "viewer"})),
     ("stage table", frozenset({"commands", "stages", "code_deps", "generate", "snakemake_paths", "freshness",
                                "explain", "crate", "dvc_lock"})),
     ("entry point", frozenset({"cli"})),

@@ -77,6 +77,8 @@ COMMANDS: dict[str, Command] = {
                      (Option("--out", "the crate's root folder, where ro-crate-metadata.json goes", "."),
                       Option("--validate", "check it against the Provenance Run Crate 0.5 profile (offline)",
                              switch=True))),
+    "viewer": Command("viewer", "the profile's trace in XProf, served on 127.0.0.1 only (the profile-viewer extra)",
+                      (VARIANT, Option("--port", "the web server's port", "8791"))),
     "generate": Command("generate", "write the files derived from the stage table (dvc.yaml, the params schema)",
                         (Option("--check", "only check that they are current", switch=True),)),
 }

@@ -94,6 +94,14 @@ def _first_difference(old: Any, new: Any, key: str) -> str | None:
     return None
 
 
+def _changed(first: Path, made: str, now: dict[str, str], recorded: dict[str, str]) -> list[str]:
+    """One problem naming the files whose digests differ from the record's, [] when none does."""
+    changed = sorted(f for f in set(now) | set(recorded) if now.get(f) != recorded.get(f))
+    if not changed:
+        return []
+    return [f"{first}: made {made} ({', '.join(changed[:SHOWN])}{' ...' if len(changed) > SHOWN else ''} changed)"]
+
+
 @dataclass
 class Checker:
     """Checks jobs against the files as they are; digests are computed once."""
@@ -134,39 +142,45 @@ class Checker:
         """Why the job's outputs are not current, first things first; [] when they are."""
         if job in self._problems:
             return self._problems[job]
-        found: list[str] = []
         stamp = self.read(job)
         first = (job.outputs() or [job.stamp_path])[0]
         if stamp is None or stamp.stage != job.name:
-            absent = [p for p in job.outputs() if not p.exists()]
-            if absent:  # a fresh clone: the data and models are not in git (the metrics are)
-                found.append(f"{absent[0]}: missing (no provenance record {job.stamp_path})")
-            else:
-                found.append(f"{first}: not recorded as made by '{job.name}' (no provenance record {job.stamp_path})")
+            found = [self._unrecorded(job, first)]
         else:
-            now = self.hashes.tree(job.outputs())
-            for name in sorted(set(stamp.outputs) | set(now)):
-                if name not in now:
-                    found.append(f"{name}: missing")
-                elif name not in stamp.outputs:
-                    found.append(f"{name}: not written by '{job.name}'")
-                elif now[name] != stamp.outputs[name]:
-                    found.append(f"{name}: changed since '{job.name}' wrote it")
-            for section, value in self.made_from(job).items():
-                differs = _first_difference(stamp.params.get(section), value, section)
-                if differs:
-                    found.append(f"{first}: made with {differs.replace(' now', ' in ' + self.params_path)}")
-            code = self.code(job.stage)
-            changed = sorted(f for f in set(code) | set(stamp.code) if code.get(f) != stamp.code.get(f))
-            if changed:
-                found.append(f"{first}: made by other code ({', '.join(changed[:SHOWN])}"
-                             f"{' ...' if len(changed) > SHOWN else ''} changed)")
-            inputs = self.inputs(job)
-            moved = sorted(f for f in set(inputs) | set(stamp.inputs) if inputs.get(f) != stamp.inputs.get(f))
-            if moved:
-                found.append(f"{first}: made from other inputs ({', '.join(moved[:SHOWN])}"
-                             f"{' ...' if len(moved) > SHOWN else ''} changed)")
+            found = [*self._output_problems(job, stamp), *self._params_problems(job, stamp, first),
+                     *_changed(first, "by other code", self.code(job.stage), stamp.code),
+                     *_changed(first, "from other inputs", self.inputs(job), stamp.inputs)]
         self._problems[job] = found
+        return found
+
+    @staticmethod
+    def _unrecorded(job: Job, first: Path) -> str:
+        """The problem of a job with no record of its own: an output missing, else the record."""
+        absent = [p for p in job.outputs() if not p.exists()]
+        if absent:  # a fresh clone: the data and models are not in git (the metrics are)
+            return f"{absent[0]}: missing (no provenance record {job.stamp_path})"
+        return f"{first}: not recorded as made by '{job.name}' (no provenance record {job.stamp_path})"
+
+    def _output_problems(self, job: Job, stamp: Stamp) -> list[str]:
+        """The outputs missing, not in the record, or changed since the record, by name."""
+        now = self.hashes.tree(job.outputs())
+        found = []
+        for name in sorted(set(stamp.outputs) | set(now)):
+            if name not in now:
+                found.append(f"{name}: missing")
+            elif name not in stamp.outputs:
+                found.append(f"{name}: not written by '{job.name}'")
+            elif now[name] != stamp.outputs[name]:
+                found.append(f"{name}: changed since '{job.name}' wrote it")
+        return found
+
+    def _params_problems(self, job: Job, stamp: Stamp, first: Path) -> list[str]:
+        """The first difference of each params.yaml section the record's differs from."""
+        found = []
+        for section, value in self.made_from(job).items():
+            differs = _first_difference(stamp.params.get(section), value, section)
+            if differs:
+                found.append(f"{first}: made with {differs.replace(' now', ' in ' + self.params_path)}")
         return found
 
     def ancestors(self, job: Job) -> list[Job]:

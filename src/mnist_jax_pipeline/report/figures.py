@@ -340,17 +340,42 @@ def _frame_color(name: str) -> str:
     return f"C{zlib.crc32(name.encode()) % 10}"
 
 
-def icicle(rows: Sequence[Allocation], title: str) -> Figure:
-    """The live bytes by call stack, root at the top, each frame as wide as the bytes below it. The
-    frames every stack shares are left out but the last (the first row is where the stacks part),
-    and at most ICICLE_DEPTH levels are drawn."""
+Stack = tuple[str, ...]  # frames, root first
+Span = tuple[Stack, float, float]  # (frames down to this level, start, width) in bytes
+
+
+def _icicle_paths(rows: Sequence[Allocation]) -> tuple[list[tuple[Stack, int]], int]:
+    """Each allocation's stack, root first, from the last frame every stack shares, at most ICICLE_DEPTH
+    frames, with its bytes, sorted by stack; and the bytes of them all."""
     stacks = [([short_frame(f) for f in reversed(r.stack)], r.bytes) for r in rows if r.bytes > 0]
     total = sum(size for _, size in stacks)
     shared = 0
     while stacks and all(len(s) > shared + 1 for s, _ in stacks) and len({s[shared] for s, _ in stacks}) == 1:
         shared += 1
     first = max(shared - 1, 0)
-    paths_ = sorted(((tuple(s[first:first + ICICLE_DEPTH]), size) for s, size in stacks), key=lambda p: p[0])
+    return sorted(((tuple(s[first:first + ICICLE_DEPTH]), size) for s, size in stacks), key=lambda p: p[0]), total
+
+
+def _level_spans(paths_: list[tuple[Stack, int]], level: int) -> list[Span]:
+    """The boxes of one level: a box per run of neighbouring stacks that share their frames down to it."""
+    x = 0.0
+    spans: list[Span] = []
+    for path, size in paths_:
+        if len(path) > level:
+            prefix = path[: level + 1]
+            if spans and spans[-1][0] == prefix and math.isclose(spans[-1][1] + spans[-1][2], x):
+                spans[-1] = (prefix, spans[-1][1], spans[-1][2] + size)
+            else:
+                spans.append((prefix, x, size))
+        x += size
+    return spans
+
+
+def icicle(rows: Sequence[Allocation], title: str) -> Figure:
+    """The live bytes by call stack, root at the top, each frame as wide as the bytes below it. The
+    frames every stack shares are left out but the last (the first row is where the stacks part),
+    and at most ICICLE_DEPTH levels are drawn."""
+    paths_, total = _icicle_paths(rows)
     depth = max((len(p) for p, _ in paths_), default=1)
     fig = Figure(figsize=(9, 0.8 + 0.3 * depth), layout="constrained")
     ax = fig.subplots()
@@ -360,17 +385,7 @@ def icicle(rows: Sequence[Allocation], title: str) -> Figure:
         ax.text(0.5, 0.5, "no device buffers", ha="center", va="center", transform=ax.transAxes)
         return fig
     for level in range(depth):
-        x = 0.0
-        spans: list[tuple[tuple[str, ...], float, float]] = []  # (prefix, start, width)
-        for path, size in paths_:
-            if len(path) > level:
-                prefix = path[: level + 1]
-                if spans and spans[-1][0] == prefix and math.isclose(spans[-1][1] + spans[-1][2], x):
-                    spans[-1] = (prefix, spans[-1][1], spans[-1][2] + size)
-                else:
-                    spans.append((prefix, x, size))
-            x += size
-        for prefix, start, width in spans:
+        for prefix, start, width in _level_spans(paths_, level):
             ax.add_patch(Rectangle((start / total, level + 0.04), width / total, 0.92, linewidth=0.5,
                                    facecolor=_frame_color(prefix[-1]), edgecolor="white", alpha=0.75))
             if width / total > 0.07:

@@ -13,7 +13,7 @@ from mnist_jax_pipeline.config import load
 from mnist_jax_pipeline.stages import STAGES, get
 from workspace import planned_rules
 
-LOG_PREFIX = "MNIST_PIPELINE_LOG={log:q} "
+LOG_PREFIX = "MNIST_PIPELINE_TOOL=snakemake MNIST_PIPELINE_LOG={log:q} "  # the record names the tool; the log
 LOG_SUFFIX = " 2>&1 | (trap '' INT TERM HUP; exec tee -a {log:q})"
 
 

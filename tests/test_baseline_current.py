@@ -51,4 +51,5 @@ def test_every_dependency_dvc_lock_names_is_tracked_or_an_output():
     for name, entry in lock["stages"].items():
         for dep in entry.get("deps", []):
             path = dep["path"]
-            assert made_by_stages(path, outputs) or path in tracked or any(t.startswith(path + "/") for t in tracked), (name, path)
+            in_git = path in tracked or any(file.startswith(path + "/") for file in tracked)
+            assert made_by_stages(path, outputs) or in_git, (name, path)

@@ -128,7 +128,8 @@ def test_each_build_installs_the_lock_and_differs_only_in_the_jax_extra(extra: s
     locked = ROOT / "requirements" / ("runtime.txt" if extra == "cpu" else f"{extra}.txt")
     assert done.stdout == locked.read_text()
     # the export of uv.lock for the runtime, plus the extra: nothing else differs
-    command = "uv export --frozen --no-emit-project --no-default-groups" + ("" if extra == "cpu" else f" --extra {extra}")
+    command = "uv export --frozen --no-emit-project --no-default-groups"
+    command += "" if extra == "cpu" else f" --extra {extra}"
     assert done.stdout.splitlines()[1] == f"#    {command}"
 
 

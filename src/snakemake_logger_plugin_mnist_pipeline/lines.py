@@ -81,15 +81,30 @@ def _some(files: list[str]) -> str:
     return files[0] + (f" and {len(files) - 1} more" if len(files) > 1 else "")
 
 
+def _reason_parts(reason: str) -> dict[str, list[str]]:
+    """{heading: its files} of a reason's `; `-separated parts (`Missing output files: a, b`)."""
+    parts: dict[str, list[str]] = {}
+    for part in reason.split("; "):
+        head, _, files = part.partition(": ")
+        parts[head] = [f for f in files.split(", ") if f] if files else []
+    return parts
+
+
+def _after(upstream: list[str]) -> str:
+    """`after train@jit, ...`: the jobs whose records are among the updated inputs."""
+    makers = sorted({label for f in upstream if (label := record_label(f))})
+    if not makers:
+        return f"after the job that makes {upstream[0]}"
+    more = f" and {len(makers) - SHOWN} more" if len(makers) > SHOWN else ""
+    return "after " + ", ".join(makers[:SHOWN]) + more
+
+
 def why(reason: str, inputs: list[str] | None = None) -> str:
     """Snakemake's reason for running a job (dag.Reason, as text), said in a few words. The job's marker
     (among `inputs`) says why it is not current when Snakemake names it, or when an output is missing:
     either way the marker was written as Snakemake read the workflow."""
     reason = re.sub(r"^Finished \(was: (.*)\)$", r"\1", reason, flags=re.S)
-    parts: dict[str, list[str]] = {}
-    for part in reason.split("; "):
-        head, _, files = part.partition(": ")
-        parts[head] = [f for f in files.split(", ") if f] if files else []
+    parts = _reason_parts(reason)
     if "Forced execution" in parts:
         return "forced"
     updated = parts.get("Updated input files", [])
@@ -100,11 +115,7 @@ def why(reason: str, inputs: list[str] | None = None) -> str:
         return marker_reason(markers[0])
     upstream = parts.get("Input files updated by another job", [])
     if upstream:
-        makers = sorted({label for f in upstream if (label := record_label(f))})
-        if not makers:
-            return f"after the job that makes {upstream[0]}"
-        more = f" and {len(makers) - SHOWN} more" if len(makers) > SHOWN else ""
-        return "after " + ", ".join(makers[:SHOWN]) + more
+        return _after(upstream)
     if parts.get("Missing output files"):
         return f"{_some(parts['Missing output files'])} missing"
     if updated:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 from matplotlib import style as mpl_style
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
@@ -156,32 +157,37 @@ def figures(runs: list[Run]) -> dict[str, str]:
         return {"scatter": _uri(scatter), "curves": _uri(curves)}
 
 
-def table(runs: list[Run], keys: list[str]) -> list[dict[str, Any]]:
-    """The rows, best test accuracy first, with the given parameters as columns."""
-    return [{"name": run.name, "test_accuracy": run.evaluation.test_accuracy, "test_loss": run.evaluation.test_loss,
-             "total_train_seconds": run.train.train_s, "epoch_seconds_median": run.train.epoch_s,
-             "compile_seconds": run.train.compile_s, "epochs": run.params.get("train.epochs"),
-             "ran_alone": run.ran_alone, "params": {key: run.params.get(key) for key in keys}}
-            for run in sorted(runs, key=lambda r: (-r.evaluation.test_accuracy, r.train.train_s))]
+COLUMNS = ("name", "test_accuracy", "test_loss", "total_train_seconds", "epoch_seconds_median", "compile_seconds",
+           "epochs")  # results.csv's columns before the parameters
+
+
+def frame(runs: list[Run], keys: list[str]) -> pd.DataFrame:
+    """A row per run, best test accuracy first (then the shorter training): COLUMNS, `ran_alone` and the
+    given parameters. Object columns keep each value as the run holds it (None, a list, an int)."""
+    records = [(run.name, run.evaluation.test_accuracy, run.evaluation.test_loss, run.train.train_s,
+                run.train.epoch_s, run.train.compile_s, run.params.get("train.epochs"), run.ran_alone,
+                *(run.params.get(key) for key in keys)) for run in runs]
+    data = pd.DataFrame(records, columns=[*COLUMNS, "ran_alone", *keys], dtype=object)
+    return data.sort_values(["test_accuracy", "total_train_seconds"], ascending=[False, True], ignore_index=True)
+
+
+def table(data: pd.DataFrame, keys: list[str]) -> list[dict[str, Any]]:
+    """The page's rows: each run's figures, with the given parameters under "params"."""
+    return [{**row, "params": {key: row[key] for key in keys}} for row in data.to_dict("records")]
 
 
 def write(runs: list[Run], keys: list[str], title: str, source: str, html_path: Path, csv_path: Path | None,
           against: str, notes: tuple[str, ...] = ()) -> None:
     """Render the page (and the table as CSV) atomically; `keys` are the parameters that differ `against`
     something ("between the points", "from the baseline (HEAD)")."""
-    rows = table(runs, keys)
+    data = frame(runs, keys)
+    rows = table(data, keys)
     html = environment(autoescape=True).get_template("compare.html.j2").render(
         title=title, source=source, keys=keys, rows=rows, figures=figures(runs), date=generated_at(), notes=notes,
         against=against, generator=GENERATOR)
     atomic.write_text(html_path, html)
     if csv_path is not None:
-        out = io.StringIO()
-        columns = ["name", "test_accuracy", "test_loss", "total_train_seconds", "epoch_seconds_median",
-                   "compile_seconds", "epochs", *keys]
-        writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows({**{k: row[k] for k in columns if k in row}, **row["params"]} for row in rows)
-        atomic.write_text(csv_path, out.getvalue())
+        atomic.write_text(csv_path, data[[*COLUMNS, *keys]].to_csv(index=False, lineterminator="\n"))
 
 
 def main(args: argparse.Namespace) -> None:

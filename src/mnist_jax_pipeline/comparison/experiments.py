@@ -15,6 +15,7 @@ import subprocess
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import pandas as pd
 from pydantic import ValidationError
 
 from .. import paths
@@ -128,22 +129,33 @@ def _value(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
+HEADER = ("experiment", "variant", "test acc", "loss", "epoch s", "compile s", "changed from HEAD")
+
+
+def frame(rows: list[Row]) -> pd.DataFrame:
+    """A row per experiment and variant: its figures, and what it changed from the baseline as text."""
+    return pd.DataFrame({
+        "experiment": [row.experiment for row in rows], "variant": [row.variant for row in rows],
+        "test_accuracy": [row.evaluation.test_accuracy for row in rows],
+        "test_loss": [row.evaluation.test_loss for row in rows], "epoch_s": [row.train.epoch_s for row in rows],
+        "compile_s": [row.train.compile_s for row in rows],  # None (NaN here) where nothing is compiled
+        "changed": [" ".join(f"{key}={_value(value)}" for key, value in row.changed.items()) or "-" for row in rows],
+    })
+
+
 def table(rows: list[Row], width: int) -> list[str]:
     """Fixed-width lines: experiment, variant, test accuracy, the timings, and what changed (cut to fit)."""
-    header = ("experiment", "variant", "test acc", "loss", "epoch s", "compile s", "changed from HEAD")
-    cells = [(row.experiment, row.variant, f"{100 * row.evaluation.test_accuracy:.2f}%",
-              f"{row.evaluation.test_loss:.4g}", f"{row.train.epoch_s:.3f}",
-              "-" if row.train.compile_s is None else f"{row.train.compile_s:.3f}",
-              " ".join(f"{key}={_value(value)}" for key, value in row.changed.items()) or "-")
-             for row in rows]
-    widths = [max(len(line[i]) for line in (header, *cells)) for i in range(len(header) - 1)]
-    lines = []
-    for line in (header, *cells):
-        text = "  ".join(cell.rjust(w) if 1 < i < len(widths) else cell.ljust(w)
-                         for i, (cell, w) in enumerate(zip(line, widths, strict=False)))
-        text = f"{text}  {line[-1]}"
-        lines.append(text if len(text) <= width else text[: width - 1] + "…")
-    return lines
+    data = frame(rows)
+    cells = pd.concat([pd.DataFrame([HEADER], columns=HEADER), pd.DataFrame({
+        HEADER[0]: data.experiment, HEADER[1]: data.variant,
+        HEADER[2]: (100 * data.test_accuracy).map("{:.2f}%".format), HEADER[3]: data.test_loss.map("{:.4g}".format),
+        HEADER[4]: data.epoch_s.map("{:.3f}".format),
+        HEADER[5]: data.compile_s.map(lambda value: "-" if pd.isna(value) else f"{value:.3f}"),
+        HEADER[6]: data.changed})], ignore_index=True)
+    for i, column in enumerate(HEADER[:-1]):  # names left-aligned, figures right; the last column is cut instead
+        text = cells[column].str
+        cells[column] = text.rjust(text.len().max()) if i > 1 else text.ljust(text.len().max())
+    return [line if len(line) <= width else line[: width - 1] + "…" for line in cells.agg("  ".join, axis=1)]
 
 
 def main(args: argparse.Namespace) -> None:

@@ -137,6 +137,15 @@ def test_ablation_time_to_accuracy(tmp_path: Path):
     assert len(table) == 1 + len(report["rows"]), table  # the header and one line per row
 
 
+@pytest.mark.slow  # fresh processes that import pandas, the report's and compare's modules
+def test_bench_tables(tmp_path: Path):
+    report = json.loads(bench("bench_tables.py", "--repeats", "1", "--json", cwd=tmp_path).stdout)
+    assert report["cores"] and len(report["startup_s"]) == 10 and all(map(finite, report["startup_s"].values()))
+    assert len(report["jobs"]) == 10
+    for job in report["jobs"].values():  # both ways timed, and the same text from each
+        assert finite(job["by_hand_s"]) and finite(job["pandas_s"]) and job["same_output"] is True
+
+
 @pytest.mark.slow  # every stage alone, the pipeline twice under each tool and the no-op runs: a few minutes
 def test_bench_pipeline_from_a_tiny_data_raw(tmp_path: Path):
     raw = write_raw(tmp_path / "raw", train=300, test=100)

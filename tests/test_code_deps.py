@@ -69,3 +69,13 @@ def test_an_empty_setting_keeps_no_cache(tmp_path, monkeypatch, package):
     code_deps._CACHE = None
     assert str(package / "train.py") in code_deps.code_files(stages.get("train"), package)
     assert code_deps.import_cache().file is None
+
+
+def test_the_cache_keeps_the_entries_used_last(cache, package, monkeypatch):
+    monkeypatch.setattr(code_deps.ImportCache, "KEPT", 5)
+    code_deps._CACHE = None
+    files = code_deps.code_files(stages.get("train"), package)
+    entries = json.loads(cache.read_text())["entries"]
+    assert len(entries) == 5  # the oldest went; what a later check reads is parsed again, no more
+    code_deps._CACHE = None
+    assert code_deps.code_files(stages.get("train"), package) == files

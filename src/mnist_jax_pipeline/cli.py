@@ -23,15 +23,17 @@ import time
 import traceback
 from collections.abc import Iterator, Sequence
 from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import console, paths
 from .artefacts import atomic
 from .artefacts.atomic import discard_temps
-from .artefacts.provenance import Run
 from .commands import COMMANDS
 from .errors import PipelineError, clip
 from .runtime import set_numerics
+
+if TYPE_CHECKING:
+    from .freshness import StageChecks
 
 # the docstring's first line, as a constant: python -OO drops docstrings
 DESCRIPTION = "One entry point, `mnist-pipeline`, with a subcommand per stage."
@@ -132,28 +134,22 @@ def refuse_owned(args: argparse.Namespace) -> None:
 
 
 @contextlib.contextmanager
-def provenance_of(args: argparse.Namespace) -> Iterator[None]:
+def provenance_of(checks: StageChecks | None) -> Iterator[None]:
     """Around a stage: its inputs checked first (every job upstream current, by content), its provenance
     record written with its outputs after."""
-    from . import freshness  # the stage table: imported only by the commands that run a stage
-    from .config import load
-
-    if args.command not in {stage.command for stage in freshness.stages.STAGES}:
+    if checks is None:
         yield
         return
-    started, clock = freshness.now(), time.perf_counter()
-    checker = freshness.Checker(load(args.params), str(args.params))
-
-    job = freshness.job_for(args, checker.params)
-    if job is None:
-        yield
-        return
-    checker.check_installed(job.stage)
-    inputs = checker.check_inputs(job)
-    checks_s = time.perf_counter() - clock
+    inputs = checks.finish()
     yield
-    checker.record(job, inputs, Run(tool=freshness.running_tool(), started=started, ended=freshness.now(),
-                                    checks_s=round(checks_s, 4)))
+    checks.record(inputs)
+
+
+def begin_checks(args: argparse.Namespace) -> StageChecks | None:
+    """A stage's checks, under way while it imports its code; None for a command that is no stage."""
+    from .freshness import StageChecks  # the stage table: imported when a command runs, not for --help
+
+    return StageChecks.begin(args)
 
 
 def _backend_failure() -> str | None:
@@ -197,10 +193,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     set_numerics()  # before any stage starts a JAX backend
     try:
         module_name, _, function = COMMANDS[args.command].module.partition(":")
+        checks = begin_checks(args)  # its files hashed while the stage imports its code
         module = importlib.import_module(f"{__package__}.{module_name}")
         refuse_owned(args)
         # a stage's outputs, its provenance record last, are put in place together, or none is
-        with atomic.together(), provenance_of(args):
+        with atomic.together(), provenance_of(checks):
             getattr(module, function or "main")(args)
     except (PipelineError, OSError, UnicodeError, RuntimeError, AssertionError) as err:
         message = _message(err)

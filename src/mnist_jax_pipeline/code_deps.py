@@ -66,6 +66,7 @@ class ImportCache:
     file time, so an edit of any kind is a new key."""
 
     VERSION = 1
+    KEPT = 4000  # entries at most: the oldest go first (a few checkouts' worth of every module's versions)
 
     def __init__(self, file: Path | None) -> None:
         self.file = file
@@ -85,6 +86,8 @@ class ImportCache:
         if key not in self.entries:
             self.entries[key] = _named_imports(module, is_package, source, path)
             self.added = True
+        else:
+            self.entries[key] = self.entries.pop(key)  # used now: the last to go
         return self.entries[key]
 
     def save(self) -> None:
@@ -93,8 +96,9 @@ class ImportCache:
             return
         with contextlib.suppress(OSError):
             self.file.parent.mkdir(parents=True, exist_ok=True)
+            kept = dict(list(self.entries.items())[-self.KEPT:])
             with tempfile.NamedTemporaryFile("w", dir=self.file.parent, prefix=".tmp-", delete=False) as out:
-                json.dump({"version": self.VERSION, "entries": self.entries}, out)
+                json.dump({"version": self.VERSION, "entries": kept}, out)
             os.replace(out.name, self.file)
             self.added = False
 

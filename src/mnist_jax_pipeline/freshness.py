@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -27,7 +29,7 @@ from pydantic import ValidationError
 from . import code_deps, paths, stages
 from .artefacts import atomic, storage
 from .artefacts.provenance import Hashes, Run, Stamp
-from .config import Params
+from .config import Params, load
 from .errors import PipelineError
 from .runtime import package_version
 
@@ -265,6 +267,48 @@ def running_tool() -> str:
 def now() -> str:
     """The time now, ISO 8601 in UTC to the millisecond."""
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass
+class StageChecks:
+    """A stage's checks, begun as its process starts: the files they compare are hashed on threads of their
+    own while the stage imports its code (JAX: a second or more), and verified once it has. `spent` is
+    how long the checks held the stage up: their start, and the wait for them after the imports."""
+
+    checker: Checker
+    job: Job
+    started: str
+    spent: float
+    hashing: threading.Thread
+
+    @classmethod
+    def begin(cls, args: argparse.Namespace) -> StageChecks | None:
+        """For a pipeline stage's command, the checks under way; else None."""
+        if args.command not in {stage.command for stage in stages.STAGES}:
+            return None
+        started, clock = now(), time.perf_counter()
+        checker = Checker(load(args.params), str(args.params))
+        job = job_for(args, checker.params)
+        if job is None:
+            return None
+        upstream = [path for producer in checker.ancestors(job) for path in producer.outputs()]
+        hashing = threading.Thread(target=checker.hashes.prefetch, args=(upstream,), daemon=True)
+        hashing.start()
+        return cls(checker, job, started, time.perf_counter() - clock, hashing)
+
+    def finish(self) -> dict[str, str]:
+        """Wait for the hashes, then the checks themselves: the digests of the job's inputs, or one line."""
+        clock = time.perf_counter()
+        self.hashing.join()
+        self.checker.check_installed(self.job.stage)
+        inputs = self.checker.check_inputs(self.job)
+        self.spent += time.perf_counter() - clock
+        return inputs
+
+    def record(self, inputs: dict[str, str]) -> None:
+        """The job's record, with how the run went."""
+        self.checker.record(self.job, inputs, Run(tool=running_tool(), started=self.started, ended=now(),
+                                                  checks_s=round(self.spent, 4)))
 
 
 def job_for(args: argparse.Namespace, params: Params) -> Job | None:

@@ -38,6 +38,6 @@ onerror:
 
 
 rule all:  # every output of every stage in the table
+    default_target: True
     input:
         all_targets,
-    default_target: True

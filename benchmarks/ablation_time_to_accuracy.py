@@ -30,19 +30,40 @@ from mnist_jax_pipeline.loops.base import steps_per_epoch  # noqa: E402
 from mnist_jax_pipeline.runtime import device_info  # noqa: E402
 
 # the docstring's first line, as a constant: python -OO drops docstrings
-DESCRIPTION = ("What each lever of the time-to-accuracy preset buys, on the validation split, side by side in"
-               " one process.")
+DESCRIPTION = (
+    "What each lever of the time-to-accuracy preset buys, on the validation split, side by side in one process."
+)
 
 SEEDS = tta.SEEDS  # 0..9
 VALIDATION = {"preprocess.validation_fraction": 0.1666667}  # 10,000 of the 60,000 training examples
 NO_DESKEW = {"preprocess.deskew": False}
-TUTORIAL = {**NO_DESKEW, "preprocess.normalize": "none", "model.init": "normal", "model.output_init": "same",
-            "train.optimizer": "sgd", "train.step_size": 0.01, "train.momentum": 0.9, "train.beta2": 0.999,
-            "train.nesterov": False, "train.schedule": "constant", "train.label_smoothing": 0.0,
-            "train.batch_size": 128, "train.epochs": 10, "train.shuffle": False}
-PLAIN_ADAM = {**NO_DESKEW, "model.init": "normal", "model.output_init": "same", "train.step_size": 0.001,
-              "train.momentum": 0.9, "train.beta2": 0.999, "train.nesterov": False, "train.schedule": "constant",
-              "train.label_smoothing": 0.0}
+TUTORIAL = {
+    **NO_DESKEW,
+    "preprocess.normalize": "none",
+    "model.init": "normal",
+    "model.output_init": "same",
+    "train.optimizer": "sgd",
+    "train.step_size": 0.01,
+    "train.momentum": 0.9,
+    "train.beta2": 0.999,
+    "train.nesterov": False,
+    "train.schedule": "constant",
+    "train.label_smoothing": 0.0,
+    "train.batch_size": 128,
+    "train.epochs": 10,
+    "train.shuffle": False,
+}
+PLAIN_ADAM = {
+    **NO_DESKEW,
+    "model.init": "normal",
+    "model.output_init": "same",
+    "train.step_size": 0.001,
+    "train.momentum": 0.9,
+    "train.beta2": 0.999,
+    "train.nesterov": False,
+    "train.schedule": "constant",
+    "train.label_smoothing": 0.0,
+}
 ONECYCLE = {"train.step_size": 0.005, "train.schedule": "onecycle"}
 PLAIN_BETAS = {"train.momentum": 0.9, "train.beta2": 0.999}
 
@@ -104,11 +125,13 @@ def markdown(report: dict[str, Any]) -> str:
     ]
     for row in report["rows"]:
         low, high = row["train_seconds_range"]
-        lines.append(f"| {row['name']} | {row['group']} | {row['epochs']} | {row['batch_size']} | {row['steps']} |"
-                     f" {100 * row['min_validation_accuracy']:.2f} | {100 * row['mean_validation_accuracy']:.3f} |"
-                     f" {100 * row['max_validation_accuracy']:.2f} | {row['median_train_seconds']:.2f}"
-                     f" ({low:.2f}-{high:.2f}) |"
-                     f" {min(row['loads']):.1f}-{max(row['loads']):.1f} |")
+        lines.append(
+            f"| {row['name']} | {row['group']} | {row['epochs']} | {row['batch_size']} | {row['steps']} |"
+            f" {100 * row['min_validation_accuracy']:.2f} | {100 * row['mean_validation_accuracy']:.3f} |"
+            f" {100 * row['max_validation_accuracy']:.2f} | {row['median_train_seconds']:.2f}"
+            f" ({low:.2f}-{high:.2f}) |"
+            f" {min(row['loads']):.1f}-{max(row['loads']):.1f} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -157,26 +180,44 @@ def main(argv: list[str] | None = None) -> int:
                 data[key] = tta.prepare(params, args.synthetic, args.examples, args.raw)
             result = tta.run_seed(params, data[key])
             runs[i].append(result)
-            print(f"seed {seed} [{i}] {name}: {100 * result['accuracy']:.2f}% {result['train_seconds']:.3f} s"
-                  f" load {result['load_1min']}", file=sys.stderr, flush=True)
+            print(
+                f"seed {seed} [{i}] {name}: {100 * result['accuracy']:.2f}% {result['train_seconds']:.3f} s"
+                f" load {result['load_1min']}",
+                file=sys.stderr,
+                flush=True,
+            )
     first = next(iter(data.values()))
     info = device_info()
     rows = []
     for i, name, group, changes in configs:
         params = tta.seeded(with_changes(raw, changes), seeds[0], source)
         steps = steps_per_epoch(len(first.train_labels), params.train.batch_size) * params.train.epochs
-        rows.append({"name": name, "group": group, "changes": changes, "epochs": params.train.epochs,
-                     "batch_size": params.train.batch_size, "steps": steps,
-                     **tta.summary(runs[i], "val", tta.TARGET),
-                     "loads": [r["load_1min"] for r in runs[i]],
-                     "per_seed": [tta.rounded(r) for r in runs[i]]})
+        rows.append(
+            {
+                "name": name,
+                "group": group,
+                "changes": changes,
+                "epochs": params.train.epochs,
+                "batch_size": params.train.batch_size,
+                "steps": steps,
+                **tta.summary(runs[i], "val", tta.TARGET),
+                "loads": [r["load_1min"] for r in runs[i]],
+                "per_seed": [tta.rounded(r) for r in runs[i]],
+            }
+        )
     report = {
         "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "command": command(args),
-        "params_file": source, "evaluated_on": "val", "seed_list": seeds, "data": first.source,
-        "train_examples": len(first.train_labels), "eval_examples": len(first.eval_labels),
-        "device": info["device_kind"], "host_cpu_count": info["host_cpu_count"],
-        "host_cpu": tta.cpu_model(), "loop": tta.VARIANT,
+        "params_file": source,
+        "evaluated_on": "val",
+        "seed_list": seeds,
+        "data": first.source,
+        "train_examples": len(first.train_labels),
+        "eval_examples": len(first.eval_labels),
+        "device": info["device_kind"],
+        "host_cpu_count": info["host_cpu_count"],
+        "host_cpu": tta.cpu_model(),
+        "loop": tta.VARIANT,
         "versions": {"jax": info["jax_version"], "jaxlib": info["jaxlib_version"], "python": info["python_version"]},
         "load_average_end": [round(x, 2) for x in os.getloadavg()],
         "rows": rows,
@@ -186,9 +227,17 @@ def main(argv: list[str] | None = None) -> int:
     text = markdown(report)
     if args.markdown_output:
         args.markdown_output.write_text(text)
-    print(text if not args.json_output and not args.markdown_output else json.dumps(
-        {r["name"]: [r["min_validation_accuracy"], r["mean_validation_accuracy"], r["median_train_seconds"]]
-         for r in rows}, indent=1))
+    print(
+        text
+        if not args.json_output and not args.markdown_output
+        else json.dumps(
+            {
+                r["name"]: [r["min_validation_accuracy"], r["mean_validation_accuracy"], r["median_train_seconds"]]
+                for r in rows
+            },
+            indent=1,
+        )
+    )
     return 0
 
 

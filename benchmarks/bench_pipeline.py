@@ -46,8 +46,12 @@ BIN = Path(sys.executable).parent
 
 
 def environment(ws: Path) -> dict[str, str]:
-    return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(ws / "src"),
-            "MNIST_PIPELINE_LOCK": str(ws / ".bench.lock")}
+    return {
+        **os.environ,
+        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": str(ws / "src"),
+        "MNIST_PIPELINE_LOCK": str(ws / ".bench.lock"),
+    }
 
 
 def run(ws: Path, *args: str) -> float:
@@ -79,15 +83,25 @@ def accounted(ws: Path, wall: float, since: float) -> dict[str, Any]:
         if not run_info or _seconds(run_info["started"]) < since:
             continue
         span = _seconds(run_info["ended"]) - _seconds(run_info["started"])
-        jobs[record["stage"]] = {"span_s": round(span, 3), "checks_s": run_info["checks_s"],
-                                 "work_s": round(span - run_info["checks_s"], 3), "tool": run_info["tool"]}
+        jobs[record["stage"]] = {
+            "span_s": round(span, 3),
+            "checks_s": run_info["checks_s"],
+            "work_s": round(span - run_info["checks_s"], 3),
+            "tool": run_info["tool"],
+        }
     work = sum(job["work_s"] for job in jobs.values())
     checks = sum(job["checks_s"] for job in jobs.values())
     worst = max(jobs, key=lambda name: jobs[name]["checks_s"] / max(jobs[name]["span_s"], 1e-9), default=None)
-    return {"wall_s": round(wall, 2), "jobs": len(jobs), "stages_work_s": round(work, 2),
-            "orchestration_startup_and_checks_s": round(wall - work, 2), "checks_s": round(checks, 3),
-            "max_checks_s": max((job["checks_s"] for job in jobs.values()), default=0.0),
-            "largest_checks_share": {"job": worst, **jobs[worst]} if worst else None, "per_job": jobs}
+    return {
+        "wall_s": round(wall, 2),
+        "jobs": len(jobs),
+        "stages_work_s": round(work, 2),
+        "orchestration_startup_and_checks_s": round(wall - work, 2),
+        "checks_s": round(checks, 3),
+        "max_checks_s": max((job["checks_s"] for job in jobs.values()), default=0.0),
+        "largest_checks_share": {"job": worst, **jobs[worst]} if worst else None,
+        "per_job": jobs,
+    }
 
 
 def set_step_size(ws: Path, value: float) -> None:
@@ -108,9 +122,12 @@ def whole_runs(parent: Path, tool: str, args: argparse.Namespace) -> tuple[Path,
         since = time.time()
         wall = run(ws, *command)
         found[label] = accounted(ws, wall, since - 1)
-        print(f"{tool} {label}: {wall:.1f} s wall, stages' own work {found[label]['stages_work_s']:.1f} s,"
-              f" the rest {found[label]['orchestration_startup_and_checks_s']:.1f} s (checks"
-              f" {found[label]['checks_s']:.2f} s over {found[label]['jobs']} jobs)", file=sys.stderr)
+        print(
+            f"{tool} {label}: {wall:.1f} s wall, stages' own work {found[label]['stages_work_s']:.1f} s,"
+            f" the rest {found[label]['orchestration_startup_and_checks_s']:.1f} s (checks"
+            f" {found[label]['checks_s']:.2f} s over {found[label]['jobs']} jobs)",
+            file=sys.stderr,
+        )
     return ws, found
 
 
@@ -118,8 +135,9 @@ def measured(ws: Path, command: str) -> tuple[float, int]:
     """Wall seconds and peak RSS bytes of one command (Linux: ru_maxrss in KiB)."""
     with tempfile.TemporaryFile() as errors:  # a file, not a pipe: a full pipe would stop the command
         start = time.perf_counter()
-        proc = subprocess.Popen(command, shell=True, cwd=ws, env=environment(ws),
-                                stdout=subprocess.DEVNULL, stderr=errors)
+        proc = subprocess.Popen(
+            command, shell=True, cwd=ws, env=environment(ws), stdout=subprocess.DEVNULL, stderr=errors
+        )
         _, status, usage = os.wait4(proc.pid, 0)
         seconds = time.perf_counter() - start
         proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait for it again
@@ -179,8 +197,9 @@ def bare_workflows(parent: Path) -> Path:
     ws = parent / "bare"
     ws.mkdir()
     (ws / "input.txt").write_text("x\n")
-    (ws / "Snakefile").write_text('rule copy:\n    input: "input.txt"\n    output: "copy.txt"\n'
-                                  '    shell: "cat {input} > {output}"\n')
+    (ws / "Snakefile").write_text(
+        'rule copy:\n    input: "input.txt"\n    output: "copy.txt"\n    shell: "cat {input} > {output}"\n'
+    )
     subprocess.run(["git", "init", "-q"], cwd=ws, check=True)
     run(ws, "dvc", "init", "-q")
     stages = {"copy": {"cmd": "cat input.txt > copy.txt", "deps": ["input.txt"], "outs": ["copy.txt"]}}
@@ -194,8 +213,10 @@ def median_time(ws: Path, repeats: int, *args: str) -> dict[str, float]:
     """Median wall and CPU seconds of `repeats` runs, after one that warms the file cache."""
     run(ws, *args)
     runs = [timed(ws, *args) for _ in range(repeats)]
-    return {"wall_s": round(statistics.median(r[0] for r in runs), 3),
-            "cpu_s": round(statistics.median(r[1] for r in runs), 3)}
+    return {
+        "wall_s": round(statistics.median(r[0] for r in runs), 3),
+        "cpu_s": round(statistics.median(r[1] for r in runs), 3),
+    }
 
 
 def extra_cpu(noop: dict[str, dict[str, float]], pipeline: str, bare: str) -> float:
@@ -209,8 +230,12 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5, help="no-op runs per median (default: 5)")
     parser.add_argument("--params", type=Path, help="the copies' params.yaml (default: the repository's)")
     parser.add_argument("--each-stage", action="store_true", help="also run every stage alone, with its peak RSS")
-    parser.add_argument("--raw", type=Path, help="a data/raw folder (the download stage's output) to start from:"
-                                                 " the download stage is then not run (default: download it)")
+    parser.add_argument(
+        "--raw",
+        type=Path,
+        help="a data/raw folder (the download stage's output) to start from:"
+        " the download stage is then not run (default: download it)",
+    )
     args = parser.parse_args()
     if args.raw is None and not os.environ.get("MNIST_MIRROR"):
         raise SystemExit("set MNIST_MIRROR to the folder with the four MNIST .gz files, or give --raw")

@@ -77,16 +77,25 @@ def startup(repeats: int) -> dict[str, float]:
         f"importtime pandas after {report}": importtime("pandas", report),
         "mnist-pipeline report, start-up (no data: stops at its first read)": report_cmd,
         "the same, pandas imported first": report_cmd_pandas,
-        "importtime pandas after matplotlib.figure (compare's other heavy import)": importtime("pandas",
-                                                                                                 "matplotlib.figure"),
+        "importtime pandas after matplotlib.figure (compare's other heavy import)": importtime(
+            "pandas", "matplotlib.figure"
+        ),
         f"import {compare} (pandas included)": fresh(f"import {compare}", repeats),
     }
 
 
 def history(epochs: int, variant: str = "") -> list[dict[str, Any]]:
-    return [{"epoch": e, "epoch_seconds": 0.1234567 + e / 7, "train_loss": 1 / (e + 3),
-             "train_accuracy": 1 - 1 / (e + 9), "test_accuracy": 1 - 1 / (e + 11),
-             **({"variant": variant} if variant else {})} for e in range(1, epochs + 1)]
+    return [
+        {
+            "epoch": e,
+            "epoch_seconds": 0.1234567 + e / 7,
+            "train_loss": 1 / (e + 3),
+            "train_accuracy": 1 - 1 / (e + 9),
+            "test_accuracy": 1 - 1 / (e + 11),
+            **({"variant": variant} if variant else {}),
+        }
+        for e in range(1, epochs + 1)
+    ]
 
 
 def csv_text(rows: list[dict[str, Any]]) -> str:
@@ -108,24 +117,42 @@ def read_csv_rows(text: str) -> list[EpochRecord]:
 
 
 def read_pandas_rows(text: str) -> list[EpochRecord]:
-    frame = pd.read_csv(io.StringIO(text), )  # pandas 3 reads floats back exactly by default
+    frame = pd.read_csv(
+        io.StringIO(text),
+    )  # pandas 3 reads floats back exactly by default
     return [EpochRecord.model_validate(row, strict=False) for row in frame.to_dict("records")]
 
 
 def sweep_runs(points: int) -> tuple[list[dict[str, Any]], list[str]]:
     keys = ["train.step_size", "train.epochs", "model.layer_sizes"]
-    runs = [{"name": f"point-{i}", "test_accuracy": round(0.9 + (i * 37 % 97) / 1000, 4), "test_loss": 0.1 + i / 1e3,
-             "total_train_seconds": 3.0 + i % 5, "epoch_seconds_median": 0.3, "compile_seconds": None if i % 3 else 0.5,
-             "epochs": 10, "ran_alone": True,
-             "params": {"train.step_size": i / 100, "train.epochs": 10, "model.layer_sizes": [784, 32 + i, 10]}}
-            for i in range(points)]
+    runs = [
+        {
+            "name": f"point-{i}",
+            "test_accuracy": round(0.9 + (i * 37 % 97) / 1000, 4),
+            "test_loss": 0.1 + i / 1e3,
+            "total_train_seconds": 3.0 + i % 5,
+            "epoch_seconds_median": 0.3,
+            "compile_seconds": None if i % 3 else 0.5,
+            "epochs": 10,
+            "ran_alone": True,
+            "params": {"train.step_size": i / 100, "train.epochs": 10, "model.layer_sizes": [784, 32 + i, 10]},
+        }
+        for i in range(points)
+    ]
     return runs, keys
 
 
 def results_by_hand(runs: list[dict[str, Any]], keys: list[str]) -> str:
     rows = sorted(runs, key=lambda r: (-r["test_accuracy"], r["total_train_seconds"]))
-    columns = ["name", "test_accuracy", "test_loss", "total_train_seconds", "epoch_seconds_median",
-               "compile_seconds", "epochs"]
+    columns = [
+        "name",
+        "test_accuracy",
+        "test_loss",
+        "total_train_seconds",
+        "epoch_seconds_median",
+        "compile_seconds",
+        "epochs",
+    ]
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=[*columns, *keys], lineterminator="\n")
     writer.writeheader()
@@ -142,8 +169,18 @@ def results_pandas(runs: list[dict[str, Any]], keys: list[str]) -> str:
 
 
 def show_cells(rows: int) -> list[tuple[str, ...]]:
-    return [(f"exp-{i}", ("nojit", "jit", "jit_scan")[i % 3], f"{90 + i % 9:.2f}%", f"{0.1 + i / 1e3:.4g}",
-             f"{0.3 + i / 100:.3f}", "-", f"train.step_size={i / 100}") for i in range(rows)]
+    return [
+        (
+            f"exp-{i}",
+            ("nojit", "jit", "jit_scan")[i % 3],
+            f"{90 + i % 9:.2f}%",
+            f"{0.1 + i / 1e3:.4g}",
+            f"{0.3 + i / 100:.3f}",
+            "-",
+            f"train.step_size={i / 100}",
+        )
+        for i in range(rows)
+    ]
 
 
 HEADER = ("experiment", "variant", "test acc", "loss", "epoch s", "compile s", "changed from HEAD")
@@ -151,9 +188,11 @@ HEADER = ("experiment", "variant", "test acc", "loss", "epoch s", "compile s", "
 
 def show_by_hand(cells: list[tuple[str, ...]]) -> str:
     widths = [max(len(line[i]) for line in (HEADER, *cells)) for i in range(len(HEADER) - 1)]
-    return "\n".join("  ".join(c.rjust(w) if i > 1 else c.ljust(w)
-                                for i, (c, w) in enumerate(zip(line, widths, strict=False)))
-                     + f"  {line[-1]}" for line in (HEADER, *cells))
+    return "\n".join(
+        "  ".join(c.rjust(w) if i > 1 else c.ljust(w) for i, (c, w) in enumerate(zip(line, widths, strict=False)))
+        + f"  {line[-1]}"
+        for line in (HEADER, *cells)
+    )
 
 
 def show_pandas(cells: list[tuple[str, ...]]) -> str:
@@ -177,23 +216,38 @@ def jobs() -> dict[str, dict[str, float | bool]]:
     out: dict[str, dict[str, float | bool]] = {}
 
     def both(name: str, by_hand: Callable[[], Any], with_pandas: Callable[[], Any], same: bool | None = None) -> None:
-        out[name] = {"by_hand_s": per_call(by_hand), "pandas_s": per_call(with_pandas),
-                     "same_output": by_hand() == with_pandas() if same is None else same}
+        out[name] = {
+            "by_hand_s": per_call(by_hand),
+            "pandas_s": per_call(with_pandas),
+            "same_output": by_hand() == with_pandas() if same is None else same,
+        }
 
     for epochs in (10, 100):
         rows = history(epochs)
         variants = [history(epochs, v) for v in ("nojit", "jit", "jit_scan")]
         both(f"history CSV write, {epochs} epochs", partial(csv_text, rows), partial(pandas_text, [rows]))
-        both(f"history CSV read, {epochs} epochs", partial(read_csv_rows, csv_text(rows)),
-             partial(read_pandas_rows, csv_text(rows)))
-        both(f"variants.csv, 3 variants x {epochs} epochs", partial(csv_text, [r for h in variants for r in h]),
-             partial(pandas_text, variants))
+        both(
+            f"history CSV read, {epochs} epochs",
+            partial(read_csv_rows, csv_text(rows)),
+            partial(read_pandas_rows, csv_text(rows)),
+        )
+        both(
+            f"variants.csv, 3 variants x {epochs} epochs",
+            partial(csv_text, [r for h in variants for r in h]),
+            partial(pandas_text, variants),
+        )
     for points in (12, 200):
-        both(f"results.csv + page rows, {points} points", partial(results_by_hand, *sweep_runs(points)),
-             partial(results_pandas, *sweep_runs(points)))
+        both(
+            f"results.csv + page rows, {points} points",
+            partial(results_by_hand, *sweep_runs(points)),
+            partial(results_pandas, *sweep_runs(points)),
+        )
     for count in (20, 200):
-        both(f"show table, {count} rows", partial(show_by_hand, show_cells(count)),
-             partial(show_pandas, show_cells(count)))
+        both(
+            f"show table, {count} rows",
+            partial(show_by_hand, show_cells(count)),
+            partial(show_pandas, show_cells(count)),
+        )
     return out
 
 
@@ -202,19 +256,30 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    result = {"cpu": cpu_model(), "cores": os.cpu_count(), "loadavg": os.getloadavg(), "pandas": pd.__version__,
-              "python": sys.version.split()[0], "startup_s": startup(args.repeats), "jobs": jobs(),
-              "loadavg_after": os.getloadavg()}
+    result = {
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "loadavg": os.getloadavg(),
+        "pandas": pd.__version__,
+        "python": sys.version.split()[0],
+        "startup_s": startup(args.repeats),
+        "jobs": jobs(),
+        "loadavg_after": os.getloadavg(),
+    }
     if args.json:
         print(json.dumps(result, indent=2))
         return
-    print(f"{result['cpu']}, {result['cores']} cores, load {result['loadavg'][0]:.2f} -> "
-          f"{result['loadavg_after'][0]:.2f}; pandas {result['pandas']}, Python {result['python']}")
+    print(
+        f"{result['cpu']}, {result['cores']} cores, load {result['loadavg'][0]:.2f} -> "
+        f"{result['loadavg_after'][0]:.2f}; pandas {result['pandas']}, Python {result['python']}"
+    )
     for name, seconds in result["startup_s"].items():
         print(f"  {name:<70} {1000 * seconds:8.1f} ms")
     for name, row in result["jobs"].items():
-        print(f"  {name:<45} by hand {1e6 * row['by_hand_s']:9.1f} µs   pandas {1e6 * row['pandas_s']:9.1f} µs"
-              f"   same text: {row['same_output']}")
+        print(
+            f"  {name:<45} by hand {1e6 * row['by_hand_s']:9.1f} µs   pandas {1e6 * row['pandas_s']:9.1f} µs"
+            f"   same text: {row['same_output']}"
+        )
 
 
 if __name__ == "__main__":

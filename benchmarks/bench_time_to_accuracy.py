@@ -52,8 +52,9 @@ from mnist_jax_pipeline.runtime import cpu_model, device_info, set_numerics
 from mnist_jax_pipeline.train import initial_state, loop_inputs, run_epochs
 
 # the docstring's first line, as a constant: python -OO drops docstrings
-DESCRIPTION = ("Time to accuracy: train a preset for its fixed epoch budget over several seeds; report accuracy"
-               " and time.")
+DESCRIPTION = (
+    "Time to accuracy: train a preset for its fixed epoch budget over several seeds; report accuracy and time."
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 PRESET = ROOT / "presets" / "time-to-accuracy.yaml"
@@ -78,12 +79,13 @@ def synthetic_digits(count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     labels = rng.integers(0, NUM_CLASSES, size=count).astype(np.uint8)
     images = rng.integers(0, 60, size=(count, 28, 28)).astype(np.uint8)
     for label in range(NUM_CLASSES):
-        images[labels == label, 2 * label + 4: 2 * label + 7, 4:24] = 250
+        images[labels == label, 2 * label + 4 : 2 * label + 7, 4:24] = 250
     return images, labels
 
 
-def raw_splits(synthetic: bool, examples: int | None,
-               raw_dir: Path | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, str]:
+def raw_splits(
+    synthetic: bool, examples: int | None, raw_dir: Path | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, str]:
     """uint8 train and test images (N, 28, 28) and labels: the download stage's arrays in `raw_dir`,
     else MNIST_MIRROR's IDX files, else synthetic."""
     mirror = os.environ.get("MNIST_MIRROR")
@@ -122,8 +124,14 @@ def prepare(params: Params, synthetic: bool = False, examples: int | None = None
         eval_x, eval_y, split = train_x[val_idx], train_y[val_idx], "val"
     else:
         eval_x, eval_y, split = test_x, test_y, "test"
-    return Data(transform(train_x[train_idx], config, mean, std), train_y[train_idx].astype(np.int32),
-                transform(eval_x, config, mean, std), eval_y.astype(np.int32), split, source)
+    return Data(
+        transform(train_x[train_idx], config, mean, std),
+        train_y[train_idx].astype(np.int32),
+        transform(eval_x, config, mean, std),
+        eval_y.astype(np.int32),
+        split,
+        source,
+    )
 
 
 def load_params(path: Path, overrides: list[str]) -> dict[str, Any]:
@@ -140,8 +148,9 @@ def load_params(path: Path, overrides: list[str]) -> dict[str, Any]:
 
 def seeded(raw: dict[str, Any], seed: int, source: str) -> Params:
     """The params with model.seed and train.shuffle_seed set to `seed`, validated as the pipeline does."""
-    return validate({**raw, "model": {**raw["model"], "seed": seed},
-                     "train": {**raw["train"], "shuffle_seed": seed}}, source)
+    return validate(
+        {**raw, "model": {**raw["model"], "seed": seed}, "train": {**raw["train"], "shuffle_seed": seed}}, source
+    )
 
 
 def run_seed(params: Params, data: Data) -> dict[str, Any]:
@@ -150,10 +159,15 @@ def run_seed(params: Params, data: Data) -> dict[str, Any]:
     loop = loops.build(variants.get(VARIANT), inputs)
     run = run_epochs(loop, initial_state(params, inputs), params.train.epochs)
     loss, accuracy = loss_and_accuracy(run.state.params, data.eval_images, data.eval_labels)
-    return {"seed": params.model.seed, "accuracy": accuracy, "loss": loss, "train_seconds": sum(run.epoch_seconds),
-            "epoch_seconds": [round(s, 4) for s in run.epoch_seconds],
-            "compile_seconds": None if run.compile_seconds is None else round(run.compile_seconds, 4),
-            "load_1min": round(os.getloadavg()[0], 2)}
+    return {
+        "seed": params.model.seed,
+        "accuracy": accuracy,
+        "loss": loss,
+        "train_seconds": sum(run.epoch_seconds),
+        "epoch_seconds": [round(s, 4) for s in run.epoch_seconds],
+        "compile_seconds": None if run.compile_seconds is None else round(run.compile_seconds, 4),
+        "load_1min": round(os.getloadavg()[0], 2),
+    }
 
 
 def rounded(run: dict[str, Any]) -> dict[str, Any]:
@@ -184,8 +198,13 @@ def main(argv: list[str] | None = None) -> int:
     set_numerics()  # the pipeline's: deterministic GPU ops, full-precision float32 matmuls
     parser = argparse.ArgumentParser(description=DESCRIPTION)
     parser.add_argument("--params", type=Path, default=PRESET, help="the preset (a complete params.yaml)")
-    parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                        help="override one parameter (repeatable), e.g. train.epochs=2")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override one parameter (repeatable), e.g. train.epochs=2",
+    )
     parser.add_argument("--seeds", default=SEEDS, help="comma-separated seeds (model.seed and shuffle_seed)")
     parser.add_argument("--target", type=float, default=TARGET, help="the test accuracy every seed must reach")
     parser.add_argument("--synthetic", action="store_true", help="synthetic data even if MNIST_MIRROR is set")
@@ -220,7 +239,9 @@ def main(argv: list[str] | None = None) -> int:
         "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "load_average_start": load_start,
         "load_average_end": [round(x, 2) for x in os.getloadavg()],
-        "devices": info["devices"], "backend": info["backend"], "host_cpu_count": info["host_cpu_count"],
+        "devices": info["devices"],
+        "backend": info["backend"],
+        "host_cpu_count": info["host_cpu_count"],
         "host_cpu": cpu_model(),
         "versions": {"jax": info["jax_version"], "jaxlib": info["jaxlib_version"], "python": info["python_version"]},
     }
@@ -230,18 +251,23 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(report, indent=2))
         return 0
     name = "test" if data.eval_split == "test" else "validation"
-    print(f"{report['params_file']} {' '.join(args.set)}: {report['epochs']} epochs, {len(seeds)} seeds,"
-          f" {report['train_examples']} training examples ({data.source}), {report['device']}")
+    print(
+        f"{report['params_file']} {' '.join(args.set)}: {report['epochs']} epochs, {len(seeds)} seeds,"
+        f" {report['train_examples']} training examples ({data.source}), {report['device']}"
+    )
     for r in runs:
-        print(f"  seed {r['seed']}: {name} {100 * r['accuracy']:.2f}%  train {r['train_seconds']:.3f} s"
-              f"  (epochs {r['epoch_seconds']}, load {r['load_1min']})")
+        print(
+            f"  seed {r['seed']}: {name} {100 * r['accuracy']:.2f}%  train {r['train_seconds']:.3f} s"
+            f"  (epochs {r['epoch_seconds']}, load {r['load_1min']})"
+        )
     low, high = report["train_seconds_range"]
     below = report["seeds_below_target"]
-    print(f"{name} accuracy min {100 * report[f'min_{name}_accuracy']:.2f}%, mean"
-          f" {100 * report[f'mean_{name}_accuracy']:.3f}%, max {100 * report[f'max_{name}_accuracy']:.2f}%;"
-          f" training {report['median_train_seconds']:.3f} s median ({low:.3f}-{high:.3f}); seeds below"
-          f" {100 * args.target:g}%: {below or 'none'}"
-          + (f"; passed: {report['passed']}" if "passed" in report else ""))
+    print(
+        f"{name} accuracy min {100 * report[f'min_{name}_accuracy']:.2f}%, mean"
+        f" {100 * report[f'mean_{name}_accuracy']:.3f}%, max {100 * report[f'max_{name}_accuracy']:.2f}%;"
+        f" training {report['median_train_seconds']:.3f} s median ({low:.3f}-{high:.3f}); seeds below"
+        f" {100 * args.target:g}%: {below or 'none'}" + (f"; passed: {report['passed']}" if "passed" in report else "")
+    )
     return 0
 
 

@@ -84,8 +84,9 @@ def bench_params(batch_size: int, epochs: int) -> Params:
     """The tutorial's settings (the repository's params.yaml defaults) at this batch size and epoch count."""
     raw = read_yaml(ROOT / "params.yaml")
     raw["model"].update(layer_sizes=[784, 512, 512, 10], init_scale=0.01, seed=0)
-    raw["train"].update(optimizer="sgd", step_size=0.01, schedule="constant", shuffle=False,
-                        batch_size=batch_size, epochs=epochs)
+    raw["train"].update(
+        optimizer="sgd", step_size=0.01, schedule="constant", shuffle=False, batch_size=batch_size, epochs=epochs
+    )
     return validate(raw)
 
 
@@ -123,8 +124,14 @@ class TutorialRunner:
     """The tutorial's own loop (tutorial_loop.py): no separate compile, no progress bar."""
 
     def __init__(self, images: np.ndarray, labels: np.ndarray, params: Params):
-        self.loop = TutorialLoop(images, labels, list(params.model.layer_sizes), params.train.batch_size,
-                                 params.train.step_size, params.model.seed)
+        self.loop = TutorialLoop(
+            images,
+            labels,
+            list(params.model.layer_sizes),
+            params.train.batch_size,
+            params.train.step_size,
+            params.model.seed,
+        )
 
     def compile(self) -> None:
         return None  # `update` compiles in the first epoch, as in the tutorial
@@ -141,8 +148,12 @@ class TutorialRunner:
 
 def spread(values: list[float], digits: int = 4) -> dict[str, Any]:
     """Median, min, max and every value, rounded."""
-    return {"median": round(statistics.median(values), digits), "min": round(min(values), digits),
-            "max": round(max(values), digits), "values": [round(v, digits) for v in values]}
+    return {
+        "median": round(statistics.median(values), digits),
+        "min": round(min(values), digits),
+        "max": round(max(values), digits),
+        "values": [round(v, digits) for v in values],
+    }
 
 
 def noisy(seconds: dict[str, float], reference: dict[str, Any]) -> bool:
@@ -150,13 +161,26 @@ def noisy(seconds: dict[str, float], reference: dict[str, Any]) -> bool:
     return "jit_scan" in seconds and seconds["jit_scan"] / reference["limit_seconds"] < MIN_ROOFLINE_RATIO
 
 
-def run_rounds(names: list[str], images: np.ndarray, labels: np.ndarray, params: Params, rounds: int,
-               repeats: int, bar: str, log: Callable[[str], None], retries: int = RETRIES) -> dict[str, Any]:
+def run_rounds(
+    names: list[str],
+    images: np.ndarray,
+    labels: np.ndarray,
+    params: Params,
+    rounds: int,
+    repeats: int,
+    bar: str,
+    log: Callable[[str], None],
+    retries: int = RETRIES,
+) -> dict[str, Any]:
     """Compile and warm every loop, then `rounds` rounds of the reference and one epoch per loop; a noisy
     round (noisy()) is measured again, at most `retries` more times."""
     epochs_at_most = 1 + rounds * (1 + retries)
-    runners = {name: TutorialRunner(images, labels, params) if name == TUTORIAL
-               else VariantRunner(name, images, labels, params, epochs_at_most) for name in names}
+    runners = {
+        name: TutorialRunner(images, labels, params)
+        if name == TUTORIAL
+        else VariantRunner(name, images, labels, params, epochs_at_most)
+        for name in names
+    }
     gemms = roofline.StepGemms(params.model.layer_sizes, len(labels), params.train.batch_size)
     try:
         compile_seconds = {name: runner.compile() for name, runner in runners.items()}
@@ -172,27 +196,40 @@ def run_rounds(names: list[str], images: np.ndarray, labels: np.ndarray, params:
             for attempt in range(retries + 1):
                 epoch += 1
                 reference = gemms.measure(repeats)  # right before the jit_scan epoch it is the limit of
-                seconds = {name: runners[name].epoch(epoch, shown)
-                           for name in sorted(runners, key=lambda n: n != "jit_scan")}
+                seconds = {
+                    name: runners[name].epoch(epoch, shown) for name in sorted(runners, key=lambda n: n != "jit_scan")
+                }
                 load = round(os.getloadavg()[0], 2)
                 if attempt == retries or not noisy(seconds, reference):
                     break
-                log(f"round {index + 1}/{rounds}: jit_scan {seconds['jit_scan']:.3f} s beat the limit"
-                    f" {reference['limit_seconds']:.3f} s (load {load}): noisy, measuring it again")
+                log(
+                    f"round {index + 1}/{rounds}: jit_scan {seconds['jit_scan']:.3f} s beat the limit"
+                    f" {reference['limit_seconds']:.3f} s (load {load}): noisy, measuring it again"
+                )
             measured_again.append(attempt)
             references.append(reference)
             for name, value in seconds.items():
                 epochs[name].append(value)
             large.append(roofline.large_gemm_gflops(LARGE_GEMM, repeats))
             loads.append(load)
-            log(f"round {index + 1}/{rounds}: " + ", ".join(f"{n} {s[-1]:.3f} s" for n, s in epochs.items())
-                + f", limit {references[-1]['limit_seconds']:.3f} s, load {loads[-1]}")
+            log(
+                f"round {index + 1}/{rounds}: "
+                + ", ".join(f"{n} {s[-1]:.3f} s" for n, s in epochs.items())
+                + f", limit {references[-1]['limit_seconds']:.3f} s, load {loads[-1]}"
+            )
     finally:
         for runner in runners.values():
             runner.close()
-    return {"compile_seconds": compile_seconds, "first_epoch_seconds": first, "epochs": epochs,
-            "with_bar": with_bar, "references": references, "large_gemm_gflops": large, "loads": loads,
-            "measured_again": measured_again}
+    return {
+        "compile_seconds": compile_seconds,
+        "first_epoch_seconds": first,
+        "epochs": epochs,
+        "with_bar": with_bar,
+        "references": references,
+        "large_gemm_gflops": large,
+        "loads": loads,
+        "measured_again": measured_again,
+    }
 
 
 def ratios(epochs: dict[str, list[float]], limits: list[float], large_limits: list[float]) -> dict[str, list[float]]:
@@ -202,9 +239,11 @@ def ratios(epochs: dict[str, list[float]], limits: list[float], large_limits: li
     if scan:
         out["roofline"] = [s / limit for s, limit in zip(scan, limits, strict=True)]
         out["large_gemm"] = [s / limit for s, limit in zip(scan, large_limits, strict=True)]
-    for name, (slow, fast) in {"speedup_jit_scan_vs_tutorial": (TUTORIAL, "jit_scan"),
-                               "speedup_jit_vs_tutorial": (TUTORIAL, "jit"),
-                               "speedup_jit_scan_vs_jit": ("jit", "jit_scan")}.items():
+    for name, (slow, fast) in {
+        "speedup_jit_scan_vs_tutorial": (TUTORIAL, "jit_scan"),
+        "speedup_jit_vs_tutorial": (TUTORIAL, "jit"),
+        "speedup_jit_scan_vs_jit": ("jit", "jit_scan"),
+    }.items():
         if slow in epochs and fast in epochs:
             out[name] = [a / b for a, b in zip(epochs[slow], epochs[fast], strict=True)]
     return out
@@ -221,29 +260,42 @@ def gemm_table(references: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def host() -> dict[str, Any]:
     """What the run ran on: the CPU named as precisely as /proc/cpuinfo allows, its vector units and cores."""
-    return {"cpu": cpu_model(), "isa": roofline.cpu_isa(), "cores": roofline.usable_cores(),
-            "cpu_count": os.cpu_count()}
+    return {
+        "cpu": cpu_model(),
+        "isa": roofline.cpu_isa(),
+        "cores": roofline.usable_cores(),
+        "cpu_count": os.cpu_count(),
+    }
 
 
-def build_report(args: argparse.Namespace, params: Params, source: str, examples: int,
-                 measured: dict[str, Any]) -> dict[str, Any]:
+def build_report(
+    args: argparse.Namespace, params: Params, source: str, examples: int, measured: dict[str, Any]
+) -> dict[str, Any]:
     epochs, bar = measured["epochs"], measured["with_bar"]
     gflop = roofline.epoch_gflop(params.model.layer_sizes, examples)
     limits = [r["limit_seconds"] for r in measured["references"]]
     large_limits = [gflop / g for g in measured["large_gemm_gflops"]]
     per_round = ratios(epochs, limits, large_limits)
-    timed = {name: [s for s, shown in zip(seconds, bar, strict=True) if not shown or args.progress == "on"]
-             for name, seconds in epochs.items()}
+    timed = {
+        name: [s for s, shown in zip(seconds, bar, strict=True) if not shown or args.progress == "on"]
+        for name, seconds in epochs.items()
+    }
     info = device_info()
     report: dict[str, Any] = {
         "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "data": source, "examples": examples, "batch_size": args.batch_size, "rounds": args.rounds,
-        "repeats": args.repeats, "layer_sizes": list(params.model.layer_sizes), "progress_bar": args.progress,
+        "data": source,
+        "examples": examples,
+        "batch_size": args.batch_size,
+        "rounds": args.rounds,
+        "repeats": args.repeats,
+        "layer_sizes": list(params.model.layer_sizes),
+        "progress_bar": args.progress,
         "epoch_seconds": {name: round(statistics.median(s), 6) for name, s in timed.items()},
         "epoch_seconds_range": {name: [round(min(s), 6), round(max(s), 6)] for name, s in timed.items()},
         "first_epoch_seconds": {name: round(s, 6) for name, s in measured["first_epoch_seconds"].items()},
-        "compile_seconds": {name: None if s is None else round(s, 6)
-                            for name, s in measured["compile_seconds"].items()},
+        "compile_seconds": {
+            name: None if s is None else round(s, 6) for name, s in measured["compile_seconds"].items()
+        },
         "all_epoch_seconds": {name: [round(s, 4) for s in seconds] for name, seconds in epochs.items()},
         "epoch_gflop": round(gflop, 3),
         "steps": {str(rows): steps for rows, steps in roofline.batch_counts(examples, args.batch_size).items()},
@@ -254,8 +306,11 @@ def build_report(args: argparse.Namespace, params: Params, source: str, examples
         "ratios": {name: spread(values, 3) for name, values in per_round.items()},
         "host": host(),
         "load_average_1min": measured["loads"],  # after each round, this run's own load included
-        "device": info["device_kind"], "devices": info["devices"], "backend": info["backend"],
-        "host_cpu_count": info["host_cpu_count"], "host_cpu": info["cpu_model"],
+        "device": info["device_kind"],
+        "devices": info["devices"],
+        "backend": info["backend"],
+        "host_cpu_count": info["host_cpu_count"],
+        "host_cpu": info["cpu_model"],
         "versions": {"jax": info["jax_version"], "jaxlib": info["jaxlib_version"], "python": info["python_version"]},
     }
     roof = per_round.get("roofline")
@@ -271,22 +326,28 @@ def build_report(args: argparse.Namespace, params: Params, source: str, examples
             report["roofline_error"] = (
                 f"the jit_scan epoch ran faster than the reference's limit: median ratio {median:.3f} <"
                 f" {MIN_ROOFLINE_RATIO} over {len(roof)} rounds, each measured up to {max(again) + 1} times:"
-                " the reference is not a limit, a bug in the reference (roofline.py), not a result")
+                " the reference is not a limit, a bug in the reference (roofline.py), not a result"
+            )
         elif low:
             report["noisy_note"] = (
                 f"noisy: round(s) {[i for i, _ in low]} beat the reference's limit (ratio"
                 f" {min(r for _, r in low):.3f} < {MIN_ROOFLINE_RATIO}) however often measured again; another job"
-                f" most likely slowed its reference; kept beside the others, the median ({median:.3f}) holds")
+                f" most likely slowed its reference; kept beside the others, the median ({median:.3f}) holds"
+            )
     if "speedup_jit_scan_vs_tutorial" in per_round:
         report["speedup_vs_tutorial"] = round(statistics.median(per_round["speedup_jit_scan_vs_tutorial"]), 3)
     if "speedup_jit_scan_vs_jit" in per_round:
         report["speedup_vs_step_loop"] = round(statistics.median(per_round["speedup_jit_scan_vs_jit"]), 3)
     if args.progress == "both":
-        shown = {name: [s for s, on in zip(seconds, bar, strict=True) if on] for name, seconds in epochs.items()
-                 if name != TUTORIAL}
+        shown = {
+            name: [s for s, on in zip(seconds, bar, strict=True) if on]
+            for name, seconds in epochs.items()
+            if name != TUTORIAL
+        }
         report["epoch_seconds_with_bar"] = {name: round(statistics.median(s), 6) for name, s in shown.items()}
-        report["bar_over_no_bar"] = {name: round(report["epoch_seconds_with_bar"][name]
-                                                 / report["epoch_seconds"][name], 4) for name in shown}
+        report["bar_over_no_bar"] = {
+            name: round(report["epoch_seconds_with_bar"][name] / report["epoch_seconds"][name], 4) for name in shown
+        }
     return report
 
 
@@ -302,26 +363,40 @@ RATIO_LABELS = {
 def print_text(report: dict[str, Any]) -> None:
     machine = report["host"]
     isa = machine["isa"]
-    units = ", ".join(f"{name} {'yes' if isa[key] else 'no'}" for key, name in
-                      (("avx2", "AVX2"), ("avx512f", "AVX-512"), ("amx", "AMX")))
+    units = ", ".join(
+        f"{name} {'yes' if isa[key] else 'no'}"
+        for key, name in (("avx2", "AVX2"), ("avx512f", "AVX-512"), ("amx", "AMX"))
+    )
     loads = report["load_average_1min"]
-    print(f"{report['data']}: {report['examples']} examples, batch {report['batch_size']}, {report['rounds']} rounds"
-          f" on {report['device']} ({report['backend']}), jax {report['versions']['jax']}")
+    print(
+        f"{report['data']}: {report['examples']} examples, batch {report['batch_size']}, {report['rounds']} rounds"
+        f" on {report['device']} ({report['backend']}), jax {report['versions']['jax']}"
+    )
     print(f"host: {machine['cpu']}, {machine['cores']} cores; {units}; 1-minute load {min(loads)}-{max(loads)}")
     steps = ", ".join(f"{n} of {rows} rows" for rows, n in report["steps"].items())
     limit, speed = report["limit_seconds"], report["limit_gflops"]
     print(f"one epoch: {report['epoch_gflop']:.1f} GFLOP of matrix products in {steps}")
-    print(f"step products at batch {report['batch_size']} (GFLOP/s, median over rounds): " + ", ".join(
-        f"{g['name']} {g['gflops']['median']:.0f}" for g in report["step_gemms"] if g["rows"] == report["batch_size"]))
-    print(f"limit (the epoch's products at those speeds): {limit['median']:.3f} s"
-          f" ({limit['min']:.3f}-{limit['max']:.3f}), {speed['median']:.0f} GFLOP/s;"
-          f" {LARGE_GEMM}x{LARGE_GEMM} GEMM beside it: {report['large_gemm']['gflops']['median']:.0f} GFLOP/s")
+    print(
+        f"step products at batch {report['batch_size']} (GFLOP/s, median over rounds): "
+        + ", ".join(
+            f"{g['name']} {g['gflops']['median']:.0f}"
+            for g in report["step_gemms"]
+            if g["rows"] == report["batch_size"]
+        )
+    )
+    print(
+        f"limit (the epoch's products at those speeds): {limit['median']:.3f} s"
+        f" ({limit['min']:.3f}-{limit['max']:.3f}), {speed['median']:.0f} GFLOP/s;"
+        f" {LARGE_GEMM}x{LARGE_GEMM} GEMM beside it: {report['large_gemm']['gflops']['median']:.0f} GFLOP/s"
+    )
     print(f"{'loop':<10}{'compile s':>11}{'first epoch s':>15}{'epoch s median (range)':>26}")
     for name, seconds in report["epoch_seconds"].items():
         compiled = report["compile_seconds"][name]
         low, high = report["epoch_seconds_range"][name]
-        print(f"{name:<10}{'-' if compiled is None else f'{compiled:.3f}':>11}"
-              f"{report['first_epoch_seconds'][name]:>15.3f}{f'{seconds:.3f} ({low:.3f}-{high:.3f})':>26}")
+        print(
+            f"{name:<10}{'-' if compiled is None else f'{compiled:.3f}':>11}"
+            f"{report['first_epoch_seconds'][name]:>15.3f}{f'{seconds:.3f} ({low:.3f}-{high:.3f})':>26}"
+        )
     for name, ratio in report.get("bar_over_no_bar", {}).items():
         print(f"{name}: median epoch with the progress bar / without: {ratio:.4f}")
     for name, values in report["ratios"].items():
@@ -337,21 +412,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of the reference and one epoch per loop (>= 1)")
     parser.add_argument("--repeats", type=int, default=7, help="timed calls per reference product (best counts)")
-    parser.add_argument("--variants", default=",".join([TUTORIAL, *variants.names()]),
-                        help=f"loops to time: {TUTORIAL} (the JAX tutorial's) and the pipeline's variants")
+    parser.add_argument(
+        "--variants",
+        default=",".join([TUTORIAL, *variants.names()]),
+        help=f"loops to time: {TUTORIAL} (the JAX tutorial's) and the pipeline's variants",
+    )
     parser.add_argument("--synthetic", action="store_true", help="synthetic data even if MNIST_MIRROR is set")
     parser.add_argument("--examples", type=int, default=None, help="use only this many training examples")
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--output", type=Path, help="also write the JSON to this file")
-    parser.add_argument("--progress", choices=("off", "on", "both"), default="off",
-                        help="the training progress bar of the pipeline's loops during the timed epochs; 'both':"
-                             " in every other round, so epochs with and without it compare side by side")
+    parser.add_argument(
+        "--progress",
+        choices=("off", "on", "both"),
+        default="off",
+        help="the training progress bar of the pipeline's loops during the timed epochs; 'both':"
+        " in every other round, so epochs with and without it compare side by side",
+    )
     args = parser.parse_args(argv)
     names = [v for v in args.variants.split(",") if v]
     unknown = sorted(set(names) - {TUTORIAL, *variants.names()})
     if unknown or not names:
-        parser.error(f"--variants: unknown {unknown or 'none given'}; choose from {TUTORIAL},"
-                     f" {', '.join(variants.names())}")
+        parser.error(
+            f"--variants: unknown {unknown or 'none given'}; choose from {TUTORIAL}, {', '.join(variants.names())}"
+        )
     if args.rounds < 1 or args.repeats < 1 or (args.progress == "both" and args.rounds < 2):
         parser.error("--rounds and --repeats must be at least 1 (--rounds at least 2 with --progress both)")
 
@@ -359,8 +442,16 @@ def main(argv: list[str] | None = None) -> int:
     params = bench_params(args.batch_size, 1 + args.rounds * (1 + RETRIES))  # every epoch a retry may run
     images, labels, source = load_data(args.synthetic, args.examples)
     quiet = args.json
-    measured = run_rounds(names, images, labels, params, args.rounds, args.repeats, args.progress,
-                          lambda line: None if quiet else print(line, file=sys.stderr, flush=True))
+    measured = run_rounds(
+        names,
+        images,
+        labels,
+        params,
+        args.rounds,
+        args.repeats,
+        args.progress,
+        lambda line: None if quiet else print(line, file=sys.stderr, flush=True),
+    )
     report = build_report(args, params, source, len(labels), measured)
     report["load_average_start"] = load_start  # 1, 5 and 15 minutes, before this run began
     if args.output:

@@ -12,8 +12,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def copy_checkout(dest: Path, root: Path = ROOT) -> Path:
     """Copy `root`'s tracked and unignored files (links as links) into `dest`; return `dest`."""
-    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=root,
-                           capture_output=True, text=True, check=True).stdout.split("\0")
+    files = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\0")
     for rel in filter(None, files):
         src = root / rel
         if src.is_file() or src.is_symlink():

@@ -124,8 +124,16 @@ class StepGemms:
         for rows, gemm, inner, call in self.calls:
             each = best_seconds(call, repeats) / inner
             seconds[rows] += each
-            gemms.append({"name": gemm.name, "rows": rows, "lhs": list(gemm.lhs), "rhs": list(gemm.rhs),
-                          "out": list(gemm.out), "gflops": gemm.flops / each / 1e9})
+            gemms.append(
+                {
+                    "name": gemm.name,
+                    "rows": rows,
+                    "lhs": list(gemm.lhs),
+                    "rhs": list(gemm.rhs),
+                    "out": list(gemm.out),
+                    "gflops": gemm.flops / each / 1e9,
+                }
+            )
         return {"limit_seconds": sum(steps * seconds[rows] for rows, steps in self.counts.items()), "gemms": gemms}
 
 
@@ -146,8 +154,13 @@ def cpu_isa() -> dict[str, bool]:
     except OSError:
         text = ""
     flags = set(next((line.partition(":")[2].split() for line in text.splitlines() if line.startswith("flags")), []))
-    return {"avx2": "avx2" in flags, "fma": "fma" in flags, "avx512f": "avx512f" in flags,
-            "avx512_bf16": "avx512_bf16" in flags, "amx": "amx_tile" in flags}
+    return {
+        "avx2": "avx2" in flags,
+        "fma": "fma" in flags,
+        "avx512f": "avx512f" in flags,
+        "avx512_bf16": "avx512_bf16" in flags,
+        "amx": "amx_tile" in flags,
+    }
 
 
 def usable_cores() -> int:

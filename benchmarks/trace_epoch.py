@@ -49,8 +49,10 @@ def main() -> None:
     folder = args.keep or Path(tempfile.mkdtemp(prefix="trace-"))
     files = op_table.record(lambda i: epoch(1 + i), 1, folder, session="jit_scan", python_tracer=True)
     table = op_table.parse(op_table.load_events(files["perfetto"]), loop.hlo_text())
-    print(f"one traced jit_scan epoch ({loop.steps_per_call()} steps of batch 128), jax {jax.__version__} on"
-          f" {jax.devices()[0].device_kind}:")
+    print(
+        f"one traced jit_scan epoch ({loop.steps_per_call()} steps of batch 128), jax {jax.__version__} on"
+        f" {jax.devices()[0].device_kind}:"
+    )
     print(op_table.format_table(table, top=args.top))
     print(f"trace files: {folder} (xprof --logdir {folder}; Perfetto: {files['perfetto']})")
 

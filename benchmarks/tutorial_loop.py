@@ -72,8 +72,7 @@ def make_update(step_size: float) -> Callable[[Params, jnp.ndarray, jnp.ndarray]
     @jit
     def update(params, x, y):
         grads = grad(loss)(params, x, y)
-        return [(w - step_size * dw, b - step_size * db)
-                for (w, b), (dw, db) in zip(params, grads, strict=False)]
+        return [(w - step_size * dw, b - step_size * db) for (w, b), (dw, db) in zip(params, grads, strict=False)]
 
     return update
 
@@ -82,15 +81,22 @@ def train_batches(images: np.ndarray, labels: np.ndarray, batch_size: int) -> It
     """The batches the tutorial's `get_train_batches()` yields: uint8 images (b, 28, 28, 1) and integer labels,
     in order, the last one partial."""
     for start in range(0, len(labels), batch_size):
-        yield images[start:start + batch_size], labels[start:start + batch_size]
+        yield images[start : start + batch_size], labels[start : start + batch_size]
 
 
 class TutorialLoop:
     """The tutorial's epoch: `for x, y in get_train_batches(): ...; params = update(params, x, y)`. It compiles
     `update` in its first epoch, as the tutorial does (one shape for the full batches, one for the last)."""
 
-    def __init__(self, images: np.ndarray, labels: np.ndarray, layer_sizes: list[int], batch_size: int,
-                 step_size: float, seed: int = 0):
+    def __init__(
+        self,
+        images: np.ndarray,
+        labels: np.ndarray,
+        layer_sizes: list[int],
+        batch_size: int,
+        step_size: float,
+        seed: int = 0,
+    ):
         self.images = images.reshape(len(images), 28, 28, 1)  # uint8, as tfds gives them
         self.labels = labels
         self.batch_size = batch_size

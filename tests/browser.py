@@ -12,10 +12,20 @@ from typing import Any
 from conftest import ROOT, unavailable
 
 CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-IMAGES = ("els => els.map(e => ({alt: e.alt, complete: e.complete, width: e.naturalWidth,"
-          " scheme: e.currentSrc.split(':')[0]}))")
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+IMAGES = (
+    "els => els.map(e => ({alt: e.alt, complete: e.complete, width: e.naturalWidth,"
+    " scheme: e.currentSrc.split(':')[0]}))"
+)
 
 
 @dataclass
@@ -34,8 +44,9 @@ def artifacts_dir() -> Path:
     return folder
 
 
-def open_offline(page_path: Path, screenshot: str, evaluate: str = "() => null", wait_for: str | None = None,
-                 argument: Any = None) -> Visit:
+def open_offline(
+    page_path: Path, screenshot: str, evaluate: str = "() => null", wait_for: str | None = None, argument: Any = None
+) -> Visit:
     """Load `page_path` with the network off; take a full-page screenshot; run `evaluate` (given `argument`)
     in the page."""
     if not CHROMIUM.exists():
@@ -58,8 +69,14 @@ def open_offline(page_path: Path, screenshot: str, evaluate: str = "() => null",
             page.goto(url, wait_until="load")
             if wait_for:
                 page.wait_for_function(wait_for, timeout=30_000)
-            visit = Visit(page.title(), page.eval_on_selector_all("img", IMAGES), [], failed,
-                          page.evaluate(evaluate, argument), console)
+            visit = Visit(
+                page.title(),
+                page.eval_on_selector_all("img", IMAGES),
+                [],
+                failed,
+                page.evaluate(evaluate, argument),
+                console,
+            )
             page.screenshot(path=str(artifacts_dir() / screenshot), full_page=True)
         finally:
             browser.close()

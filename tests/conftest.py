@@ -42,8 +42,7 @@ def mirror_dir() -> Path:
     if MIRROR is None:
         unavailable("needs the real MNIST files: set MNIST_MIRROR to a folder with the four .gz files")
     if not Path(MIRROR).is_dir():
-        pytest.fail(f"MNIST_MIRROR={MIRROR}: not a folder; point it at the four .gz files or unset it",
-                    pytrace=False)
+        pytest.fail(f"MNIST_MIRROR={MIRROR}: not a folder; point it at the four .gz files or unset it", pytrace=False)
     return Path(MIRROR)
 
 
@@ -86,8 +85,12 @@ def synthetic_digits(count: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]
     return images, labels
 
 
-MNIST_FILES = ["t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz",
-               "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"]
+MNIST_FILES = [
+    "t10k-images-idx3-ubyte.gz",
+    "t10k-labels-idx1-ubyte.gz",
+    "train-images-idx3-ubyte.gz",
+    "train-labels-idx1-ubyte.gz",
+]
 
 
 def write_raw(raw_dir: Path, train: int = 600, test: int = 200) -> Path:
@@ -96,10 +99,17 @@ def write_raw(raw_dir: Path, train: int = 600, test: int = 200) -> Path:
     arrays.mkdir(parents=True)
     (raw_dir / "idx").mkdir()  # the download stage keeps the IDX files there; the tiny data has none
     url = "https://storage.googleapis.com/cvdf-datasets/mnist/"
-    files = {name: {"sha256": f"{i}" * 64, "size": 1000 + i, "url": url + name}
-             for i, name in enumerate(MNIST_FILES, start=1)}
-    manifest: dict[str, Any] = {"dataset": "mnist", "tfds_version": "test", "builder_version": "test",
-                                "files": files, "splits": {}}
+    files = {
+        name: {"sha256": f"{i}" * 64, "size": 1000 + i, "url": url + name}
+        for i, name in enumerate(MNIST_FILES, start=1)
+    }
+    manifest: dict[str, Any] = {
+        "dataset": "mnist",
+        "tfds_version": "test",
+        "builder_version": "test",
+        "files": files,
+        "splits": {},
+    }
     for split, count, seed in (("train", train, 1), ("test", test, 2)):
         images, labels = synthetic_digits(count, seed)
         storage.save_array(arrays / f"{split}_images.npy", images)
@@ -217,8 +227,11 @@ def tiny_tree(tmp_path_factory) -> Path:
     write_params(root / "params.yaml", tiny_params_dict())
     commands = [["preprocess"]]
     for variant in TINY_VARIANTS:
-        commands += [["train", "--variant", variant], ["evaluate", "--variant", variant],
-                     ["profile", "--variant", variant]]
+        commands += [
+            ["train", "--variant", variant],
+            ["evaluate", "--variant", variant],
+            ["profile", "--variant", variant],
+        ]
     run_stages(root, *commands)
     return root
 

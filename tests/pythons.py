@@ -25,8 +25,12 @@ RUNTIME_TXT = ROOT / "requirements" / "runtime.txt"
 def _is_version(python: str, version: str) -> bool:
     """Whether `python` runs and is that minor version (a pyenv shim of a version not selected fails)."""
     try:
-        done = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                              capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     except OSError:
         return False
     return done.returncode == 0 and done.stdout.strip() == version
@@ -36,8 +40,7 @@ def find_python(version: str = "3.12") -> str:
     """An interpreter of that version: uv's (no download), `pythonX.Y` on PATH, or pyenv's; else the test
     cannot run here (a failure under CI=true)."""
     candidates: list[str] = []
-    found = subprocess.run([uv(), "python", "find", "--no-python-downloads", version], capture_output=True,
-                           text=True)
+    found = subprocess.run([uv(), "python", "find", "--no-python-downloads", version], capture_output=True, text=True)
     if found.returncode == 0 and found.stdout.strip():
         candidates.append(found.stdout.strip())
     if shutil.which(f"python{version}"):
@@ -61,12 +64,20 @@ def uv() -> str:
 def make_venv(folder: Path, python: str, *install: str, seed: bool = False) -> Path:
     """A virtual environment of `python` at `folder` with `uv pip install <install...>`; its interpreter."""
     tool = uv()  # --no-config, outside the checkout: the project's [tool.uv] constraints do not apply
-    subprocess.run([tool, "venv", "--no-config", "--quiet", "--python", python, *(["--seed"] if seed else []),
-                    str(folder)], check=True, cwd=folder.parent, env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"})
+    subprocess.run(
+        [tool, "venv", "--no-config", "--quiet", "--python", python, *(["--seed"] if seed else []), str(folder)],
+        check=True,
+        cwd=folder.parent,
+        env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"},
+    )
     interpreter = folder / "bin" / "python"
     if install:
-        done = subprocess.run([tool, "pip", "install", "--no-config", "--quiet", "--python", str(interpreter),
-                               *install], capture_output=True, text=True, cwd=folder.parent)
+        done = subprocess.run(
+            [tool, "pip", "install", "--no-config", "--quiet", "--python", str(interpreter), *install],
+            capture_output=True,
+            text=True,
+            cwd=folder.parent,
+        )
         assert done.returncode == 0, f"uv pip install {' '.join(install)}:\n{done.stderr[-3000:]}"
     return interpreter
 
@@ -78,8 +89,9 @@ def locked_requirements(roots: list[str]) -> str:
     for entry in re.split(r"\n(?=\S)", RUNTIME_TXT.read_text(encoding="utf-8")):
         match = re.match(r"([A-Za-z0-9][A-Za-z0-9._-]*)==", entry)
         if match and normal(match.group(1)) in wanted:
-            kept[normal(match.group(1))] = "\n".join(line for line in entry.splitlines()
-                                                      if not line.lstrip().startswith("#"))
+            kept[normal(match.group(1))] = "\n".join(
+                line for line in entry.splitlines() if not line.lstrip().startswith("#")
+            )
     missing = sorted({normal(name) for name in roots} - set(kept))
     assert not missing, f"{RUNTIME_TXT}: no pin for {missing}"
     return "\n".join(kept.values()) + "\n"

@@ -79,12 +79,19 @@ train.main(Namespace(params=sys.argv[1], variant=sys.argv[2], processed=sys.argv
 def test_two_runs_give_the_same_model_bytes(tmp_path, make_params, tiny_processed, variant):
     """Each run in its own process, so XLA compiles (and on a GPU, would autotune) afresh."""
     accelerator()
-    params_path = write_params(tmp_path / "params.yaml", make_params(
-        model__layer_sizes=[784, 512, 512, 10], train__epochs=2, train__shuffle=True).to_dict())
+    params_path = write_params(
+        tmp_path / "params.yaml",
+        make_params(model__layer_sizes=[784, 512, 512, 10], train__epochs=2, train__shuffle=True).to_dict(),
+    )
     models = []
     for run in ("a", "b"):
-        done = subprocess.run([sys.executable, "-c", TRAIN_ONCE, str(params_path), variant, str(tiny_processed),
-                               str(tmp_path / run)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+        done = subprocess.run(
+            [sys.executable, "-c", TRAIN_ONCE, str(params_path), variant, str(tiny_processed), str(tmp_path / run)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         models.append(paths.MODEL.at(variant, tmp_path / run).read_bytes())
     assert models[0] == models[1]
@@ -95,8 +102,7 @@ def test_profile_snapshots_hold_the_models_device_allocations(tmp_path, make_par
     set_numerics()
     params = make_params(model__layer_sizes=[784, 512, 512, 10], profile__trace_steps=2)
     _train(tmp_path, params, tiny_processed, "jit")
-    profile.main(Namespace(params=tmp_path / "params.yaml", variant="jit", processed=tiny_processed,
-                           root=tmp_path))
+    profile.main(Namespace(params=tmp_path / "params.yaml", variant="jit", processed=tiny_processed, root=tmp_path))
     summary = read_summary("jit", tmp_path)
     assert summary is not None and summary.backend == accelerator()
     weight_bytes = 4 * sum(a * b + b for a, b in zip(summary.layer_sizes, summary.layer_sizes[1:], strict=False))
@@ -151,17 +157,27 @@ def test_jit_scan_sharded_across_every_visible_device_equals_one_device(tmp_path
     on_cpu = jax.default_backend() not in ACCELERATORS
     flags = os.environ.get("XLA_FLAGS", "")
     settings = {  # devices -> the environment that shows that many
-        1: {"XLA_FLAGS": f"{flags} --xla_force_host_platform_device_count=1"} if on_cpu
+        1: {"XLA_FLAGS": f"{flags} --xla_force_host_platform_device_count=1"}
+        if on_cpu
         else {"CUDA_VISIBLE_DEVICES": "0", "TPU_VISIBLE_CHIPS": "0"},
-        SHARDED_DEVICES if on_cpu else _visible_devices():
-            {"XLA_FLAGS": f"{flags} --xla_force_host_platform_device_count={SHARDED_DEVICES}"} if on_cpu else {},
+        SHARDED_DEVICES if on_cpu else _visible_devices(): {
+            "XLA_FLAGS": f"{flags} --xla_force_host_platform_device_count={SHARDED_DEVICES}"
+        }
+        if on_cpu
+        else {},
     }
     models = {}
     for count, extra in settings.items():
         folder = tmp_path / f"d{count}"
         folder.mkdir()
-        done = subprocess.run([sys.executable, "-c", SHARDED, str(folder)], cwd=ROOT, env={**os.environ, **extra},
-                              capture_output=True, text=True, timeout=600)
+        done = subprocess.run(
+            [sys.executable, "-c", SHARDED, str(folder)],
+            cwd=ROOT,
+            env={**os.environ, **extra},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         assert json.loads(done.stdout.strip().splitlines()[-1])["devices"] == count
         models[count], _ = load_model(paths.MODEL.at("jit_scan", folder), "train@jit_scan")

@@ -29,6 +29,7 @@ TINY = {"model.layer_sizes": [784, 32, 10], "train.epochs": 2, "variants": ["jit
 
 # --- the recipe as the docs give it ------------------------------------------------------------------
 
+
 def recipe(kind: str) -> str:
     """The row of the table in docs/architecture.md, "Adding a parameter, a variant or a stage", for `kind`."""
     text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
@@ -66,6 +67,7 @@ def guards(ws: Path, *tests: str) -> None:
 
 
 # --- the workspace ----------------------------------------------------------------------------------
+
 
 def pristine_workspace(parent: Path, name: str) -> Path:
     """A fresh copy of the repository as it is, params.yaml with its comments (make_workspace rewrites it)."""
@@ -107,38 +109,64 @@ def model_bytes(ws: Path, variant: str) -> bytes:
 
 # --- a parameter -------------------------------------------------------------------------------------
 
-PARAMETER_GUARDS = ("tests/test_params_property.py::test_the_strategies_cover_every_parameter",
-                    "tests/test_docs.py::test_the_parameter_table_lists_every_key",
-                    "tests/test_presets.py::test_a_complete_preset_gives_its_values_and_keeps_the_comments",
-                    "tests/test_stages.py::test_generated_files_are_current", "tests/test_lint.py::test_ruff_is_clean")
+PARAMETER_GUARDS = (
+    "tests/test_params_property.py::test_the_strategies_cover_every_parameter",
+    "tests/test_docs.py::test_the_parameter_table_lists_every_key",
+    "tests/test_presets.py::test_a_complete_preset_gives_its_values_and_keeps_the_comments",
+    "tests/test_stages.py::test_generated_files_are_current",
+    "tests/test_lint.py::test_ruff_is_clean",
+)
 
 
 def add_weight_decay(ws: Path) -> set[str]:
     """The recipe for a parameter, `train.weight_decay` (0: none); the files it edits."""
-    edit(ws / "params.yaml", "  batch_size: 128\n",  # the value, in both complete files
-         "  weight_decay: 0.0           # weight_decay * w added to each gradient (L2); 0: none\n  batch_size: 128\n")
+    edit(
+        ws / "params.yaml",
+        "  batch_size: 128\n",  # the value, in both complete files
+        "  weight_decay: 0.0           # weight_decay * w added to each gradient (L2); 0: none\n  batch_size: 128\n",
+    )
     edit(ws / "presets/time-to-accuracy.yaml", "  batch_size: 256\n", "  weight_decay: 0.0\n  batch_size: 256\n")
-    edit(ws / PACKAGE / "config.py", "    batch_size: PositiveInt\n",  # its type and bounds, in TrainConfig
-         '    weight_decay: Annotated[float, Field(ge=0, lt=1, description="L2: weight_decay * w added to each'
-         ' gradient")]\n    batch_size: PositiveInt\n')
-    edit(ws / PACKAGE / "loops/base.py",  # the code that reads it
-         "def make_optimizer(config: TrainConfig, train_count: int) -> optax.GradientTransformation:\n",
-         "def make_optimizer(config: TrainConfig, train_count: int) -> optax.GradientTransformation:\n"
-         '    """The optimizer below, each gradient first given `weight_decay * w` (L2) when weight_decay > 0."""\n'
-         "    optimizer = _optimizer(config, train_count)\n"
-         "    if config.weight_decay == 0:\n"
-         "        return optimizer\n"
-         "    return optax.chain(optax.add_decayed_weights(config.weight_decay), optimizer)\n\n\n"
-         "def _optimizer(config: TrainConfig, train_count: int) -> optax.GradientTransformation:\n")
-    edit(ws / "docs/parameters.md", "| `train.label_smoothing` | `0.0` | targets `(1 - s) * one_hot + s / 10` |\n",
-         "| `train.label_smoothing` | `0.0` | targets `(1 - s) * one_hot + s / 10` |\n"
-         "| `train.weight_decay` | `0.0` | each gradient gets `weight_decay * w` added (L2), before the optimizer |\n")
-    edit(ws / "tests/test_params_property.py", '    "train.label_smoothing": floats(0.0, 0.999),\n',
-         '    "train.label_smoothing": floats(0.0, 0.999),\n    "train.weight_decay": floats(0.0, 0.999),\n')
-    edit(ws / "tests/test_params_property.py", '        "train.label_smoothing": "0.0",\n',
-         '        "train.label_smoothing": "0.0", "train.weight_decay": "0.0",\n')
-    return {"params.yaml", "presets/time-to-accuracy.yaml", f"{PACKAGE}/config.py", f"{PACKAGE}/loops/base.py",
-            "docs/parameters.md", "tests/test_params_property.py"}
+    edit(
+        ws / PACKAGE / "config.py",
+        "    batch_size: PositiveInt\n",  # its type and bounds, in TrainConfig
+        '    weight_decay: Annotated[float, Field(ge=0, lt=1, description="L2: weight_decay * w added to each'
+        ' gradient")]\n    batch_size: PositiveInt\n',
+    )
+    edit(
+        ws / PACKAGE / "loops/base.py",  # the code that reads it
+        "def make_optimizer(config: TrainConfig, train_count: int) -> optax.GradientTransformation:\n",
+        "def make_optimizer(config: TrainConfig, train_count: int) -> optax.GradientTransformation:\n"
+        '    """The optimizer below, each gradient first given `weight_decay * w` (L2) when weight_decay > 0."""\n'
+        "    optimizer = _optimizer(config, train_count)\n"
+        "    if config.weight_decay == 0:\n"
+        "        return optimizer\n"
+        "    return optax.chain(optax.add_decayed_weights(config.weight_decay), optimizer)\n\n\n"
+        "def _optimizer(config: TrainConfig, train_count: int) -> optax.GradientTransformation:\n",
+    )
+    edit(
+        ws / "docs/parameters.md",
+        "| `train.label_smoothing` | `0.0` | targets `(1 - s) * one_hot + s / 10` |\n",
+        "| `train.label_smoothing` | `0.0` | targets `(1 - s) * one_hot + s / 10` |\n"
+        "| `train.weight_decay` | `0.0` | each gradient gets `weight_decay * w` added (L2), before the optimizer |\n",
+    )
+    edit(
+        ws / "tests/test_params_property.py",
+        '    "train.label_smoothing": floats(0.0, 0.999),\n',
+        '    "train.label_smoothing": floats(0.0, 0.999),\n    "train.weight_decay": floats(0.0, 0.999),\n',
+    )
+    edit(
+        ws / "tests/test_params_property.py",
+        '        "train.label_smoothing": "0.0",\n',
+        '        "train.label_smoothing": "0.0", "train.weight_decay": "0.0",\n',
+    )
+    return {
+        "params.yaml",
+        "presets/time-to-accuracy.yaml",
+        f"{PACKAGE}/config.py",
+        f"{PACKAGE}/loops/base.py",
+        "docs/parameters.md",
+        "tests/test_params_property.py",
+    }
 
 
 def test_adding_a_parameter_edits_the_files_the_docs_list_and_runs_under_both_tools(tmp_path):
@@ -182,18 +210,24 @@ def test_adding_a_parameter_edits_the_files_the_docs_list_and_runs_under_both_to
 
 NEW = "jit2"  # short enough to keep the comment column of params.yaml's `variants` line
 DESCRIPTION = "the jit loop again, under a second name"
-VARIANT_GUARDS = ("tests/test_loops.py::test_every_loop_name_has_its_class_and_what_one_call_runs",
-                  "tests/test_loops.py::test_every_variant_has_a_loop_with_the_protocol",
-                  "tests/test_stages.py::test_generated_files_are_current",
-                  "tests/test_stages.py::test_variant_choices_derive_from_the_registry",
-                  "tests/test_presets.py::test_a_complete_preset_gives_its_values_and_keeps_the_comments",
-                  "tests/test_docs.py", "tests/test_lint.py::test_ruff_is_clean")
+VARIANT_GUARDS = (
+    "tests/test_loops.py::test_every_loop_name_has_its_class_and_what_one_call_runs",
+    "tests/test_loops.py::test_every_variant_has_a_loop_with_the_protocol",
+    "tests/test_stages.py::test_generated_files_are_current",
+    "tests/test_stages.py::test_variant_choices_derive_from_the_registry",
+    "tests/test_presets.py::test_a_complete_preset_gives_its_values_and_keeps_the_comments",
+    "tests/test_docs.py",
+    "tests/test_lint.py::test_ruff_is_clean",
+)
 
 
 def add_variant(ws: Path) -> set[str]:
     """The recipe for a variant that reuses a loop class (StepLoop, compiled); the files it edits."""
-    edit(ws / PACKAGE / "variants.py", '    Variant("jit_scan", ',
-         f'    Variant("{NEW}", "{DESCRIPTION}", "StepLoop", jit=True),\n    Variant("jit_scan", ')
+    edit(
+        ws / PACKAGE / "variants.py",
+        '    Variant("jit_scan", ',
+        f'    Variant("{NEW}", "{DESCRIPTION}", "StepLoop", jit=True),\n    Variant("jit_scan", ',
+    )
     return {f"{PACKAGE}/variants.py"}
 
 
@@ -203,8 +237,11 @@ def list_variant(ws: Path) -> set[str]:
     edit(ws / "params.yaml", old.ljust(30) + "#", new.ljust(30) + "#")  # its comment stays where it was
     edit(ws / "README.md", "the default is `[nojit, jit]`", f"the default is `[nojit, jit, {NEW}]`")
     edit(ws / "docs/parameters.md", "| `variants` | `[nojit, jit]` |", f"| `variants` | `[nojit, jit, {NEW}]` |")
-    edit(ws / "tests/test_presets.py", '"variants: [nojit, jit] -> [jit_scan]"',
-         f'"variants: [nojit, jit, {NEW}] -> [jit_scan]"')
+    edit(
+        ws / "tests/test_presets.py",
+        '"variants: [nojit, jit] -> [jit_scan]"',
+        f'"variants: [nojit, jit, {NEW}] -> [jit_scan]"',
+    )
     return {"params.yaml", "README.md", "docs/parameters.md", "tests/test_presets.py"}
 
 
@@ -237,8 +274,9 @@ def test_adding_a_variant_edits_the_files_the_docs_list_and_runs_under_both_tool
     # DVC, in a copy: the new variant's stages make the same model, and Snakemake then has nothing to do
     assert dvc_ran(sh(twin, "dvc", "repro", f"evaluate@{NEW}")) == {"preprocess", "train", "evaluate"}
     assert model_bytes(twin, NEW) == model_bytes(ws, NEW)
-    assert json.loads((twin / paths.EVAL_HEADLINE.at(NEW)).read_text()) == \
-        json.loads((ws / paths.EVAL_HEADLINE.at(NEW)).read_text())
+    assert json.loads((twin / paths.EVAL_HEADLINE.at(NEW)).read_text()) == json.loads(
+        (ws / paths.EVAL_HEADLINE.at(NEW)).read_text()
+    )
     assert snakemake_would_run(twin, *targets(NEW)) == set()
     # what is left to commit: dvc.lock, the variant's metrics and plots (the baseline, kept in git), and
     # the line DVC adds to .gitignore for its one cached file in those folders

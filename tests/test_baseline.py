@@ -16,13 +16,19 @@ from mnist_jax_pipeline.runtime import cpu_model
 from workspace import make_workspace, sh
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_data]
-QUALITY = ("test_accuracy", "test_loss", "train_loss", "misclassified", "final_test_accuracy",
-           "final_train_accuracy", "final_train_loss")
+QUALITY = (
+    "test_accuracy",
+    "test_loss",
+    "train_loss",
+    "misclassified",
+    "final_test_accuracy",
+    "final_train_accuracy",
+    "final_train_loss",
+)
 
 
 def committed_text(path: str) -> str:
-    return subprocess.run(["git", "show", f"HEAD:{path}"], cwd=ROOT, capture_output=True, text=True,
-                          check=True).stdout
+    return subprocess.run(["git", "show", f"HEAD:{path}"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
 
 
 def committed(path: str) -> dict:
@@ -38,12 +44,19 @@ def reproduced(tmp_path_factory):
 
 
 def test_the_baseline_is_committed():
-    tracked = subprocess.run(["git", "ls-files", "dvc.lock", "metrics", "plots"], cwd=ROOT, capture_output=True,
-                             text=True, check=True).stdout.split()
+    tracked = subprocess.run(
+        ["git", "ls-files", "dvc.lock", "metrics", "plots"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
     assert "dvc.lock" in tracked and paths.VARIANTS_HISTORY.path in tracked
     for variant in ("nojit", "jit"):
-        for artefact in (paths.TRAIN_HEADLINE, paths.TRAIN_METRICS, paths.TRAIN_RUN, paths.EVAL_HEADLINE,
-                         paths.EVAL_METRICS, paths.TRAIN_HISTORY):
+        for artefact in (
+            paths.TRAIN_HEADLINE,
+            paths.TRAIN_METRICS,
+            paths.TRAIN_RUN,
+            paths.EVAL_HEADLINE,
+            paths.EVAL_METRICS,
+            paths.TRAIN_HISTORY,
+        ):
             assert artefact.at(variant).as_posix() in tracked
 
 
@@ -67,9 +80,13 @@ def test_metrics_diff_shows_the_committed_values_and_no_quality_change_on_the_sa
 
 def test_plots_diff_draws_the_baseline_beside_the_run(reproduced):
     out = sh(reproduced, "dvc", "plots", "diff", "HEAD", "--json")
-    data = json.loads(out[out.index("{"):])
-    revisions = {row["rev"] for plot in data["data"].values() for item in plot for row in
-                 item.get("content", {}).get("data", {}).get("values", [])}
+    data = json.loads(out[out.index("{") :])
+    revisions = {
+        row["rev"]
+        for plot in data["data"].values()
+        for item in plot
+        for row in item.get("content", {}).get("data", {}).get("values", [])
+    }
     assert {"HEAD", "workspace"} <= revisions
     assert "failed to load" not in out
 
@@ -89,5 +106,7 @@ def test_the_committed_code_reproduces_the_baselines_model_bytes_on_the_same_cpu
         recorded = next(out["md5"] for out in lock[f"train@{variant}"]["outs"] if out["path"] == model)
         made = hashlib.md5((reproduced / model).read_bytes()).hexdigest()
         if same_cpu:
-            assert made == recorded, (f"{model}: md5 {made} from the committed code, {recorded} in dvc.lock;"
-                                      " refresh the baseline by a real run")
+            assert made == recorded, (
+                f"{model}: md5 {made} from the committed code, {recorded} in dvc.lock;"
+                " refresh the baseline by a real run"
+            )

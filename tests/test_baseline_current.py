@@ -38,15 +38,18 @@ def test_dvc_lock_records_the_committed_code_requirements_and_parameters(tmp_pat
             for path, how in entry.get("changed deps", {}).items():
                 if not made_by_stages(path, outputs):
                     changed[f"{stage}: {path}"] = how
-    assert not changed, (f"dvc.lock records other code, requirements or parameters than the checkout's: {changed};"
-                         " refresh the baseline by a real run (snakemake --cores all) and commit dvc.lock,"
-                         " metrics/ and plots/")
+    assert not changed, (
+        f"dvc.lock records other code, requirements or parameters than the checkout's: {changed};"
+        " refresh the baseline by a real run (snakemake --cores all) and commit dvc.lock,"
+        " metrics/ and plots/"
+    )
 
 
 def test_every_dependency_dvc_lock_names_is_tracked_or_an_output():
     lock = yaml.safe_load((ROOT / "dvc.lock").read_text())
-    tracked = set(subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
-                                 check=True).stdout.split())
+    tracked = set(
+        subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    )
     outputs = stage_outputs()
     for name, entry in lock["stages"].items():
         for dep in entry.get("deps", []):

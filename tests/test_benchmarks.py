@@ -18,12 +18,19 @@ from conftest import ROOT, tiny_params_dict, write_params, write_raw
 from mnist_jax_pipeline import stages, variants
 
 
-def bench(script: str, *args: str | Path, cwd: Path, timeout: int = 300,
-          allowed: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess:
+def bench(
+    script: str, *args: str | Path, cwd: Path, timeout: int = 300, allowed: tuple[int, ...] = (0,)
+) -> subprocess.CompletedProcess:
     """Run benchmarks/<script> with this interpreter, without the real data, its temporary files under `cwd`."""
     env = {**os.environ, "MNIST_MIRROR": "", "TMPDIR": str(cwd)}
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *map(str, args)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), *map(str, args)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert done.returncode in allowed, f"{script} failed:\n{(done.stdout + done.stderr)[-4000:]}"
     return done
 
@@ -44,8 +51,23 @@ def test_bench_train(tmp_path: Path):
     # 3 steps an epoch: on a loaded machine a round's epoch may beat its reference; such a round is measured
     # again, then flagged as noisy; only a median that beats it is refused (status 3); the verdicts
     # themselves are tested in test_roofline.py
-    done = bench("bench_train.py", "--synthetic", "--examples", "300", "--rounds", "3", "--repeats", "2",
-                 "--progress", "both", "--json", "--output", out, cwd=tmp_path, allowed=(0, 3))
+    done = bench(
+        "bench_train.py",
+        "--synthetic",
+        "--examples",
+        "300",
+        "--rounds",
+        "3",
+        "--repeats",
+        "2",
+        "--progress",
+        "both",
+        "--json",
+        "--output",
+        out,
+        cwd=tmp_path,
+        allowed=(0, 3),
+    )
     report = json.loads(done.stdout)
     refused = done.returncode == 3
     assert refused == ("roofline_error" in report) == (report["roofline_ratio"] is None)
@@ -67,8 +89,13 @@ def test_bench_train(tmp_path: Path):
     products = {(g["rows"], g["name"]) for g in report["step_gemms"]}
     assert len(products) == 16 and {(128, "layer 1 forward"), (44, "layer 3 input grad")} <= products
     assert all(finite(g["gflops"]["median"]) for g in report["step_gemms"])
-    assert set(report["ratios"]) == {"roofline", "large_gemm", "speedup_jit_scan_vs_tutorial",
-                                     "speedup_jit_vs_tutorial", "speedup_jit_scan_vs_jit"}
+    assert set(report["ratios"]) == {
+        "roofline",
+        "large_gemm",
+        "speedup_jit_scan_vs_tutorial",
+        "speedup_jit_vs_tutorial",
+        "speedup_jit_scan_vs_jit",
+    }
     for name, ratio in report["ratios"].items():
         assert len(ratio["values"]) == 3 and ratio["min"] <= ratio["median"] <= ratio["max"], (name, ratio)
     assert refused or report["roofline_ratio"] == report["ratios"]["roofline"]["median"] >= 0.95
@@ -98,8 +125,19 @@ def test_trace_epoch(tmp_path: Path):
 def test_bench_time_to_accuracy_on_a_download_stage_folder(tmp_path: Path):
     raw = write_raw(tmp_path / "raw", train=600, test=200)
     out = tmp_path / "tta.json"
-    done = bench("bench_time_to_accuracy.py", "--raw", raw, "--seeds", "0,1", "--set", "train.epochs=1",
-                 "--json", "--output", out, cwd=tmp_path)
+    done = bench(
+        "bench_time_to_accuracy.py",
+        "--raw",
+        raw,
+        "--seeds",
+        "0,1",
+        "--set",
+        "train.epochs=1",
+        "--json",
+        "--output",
+        out,
+        cwd=tmp_path,
+    )
     report = json.loads(done.stdout)
     assert json.loads(out.read_text()) == report
     assert report["evaluated_on"] == "test" and str(raw) in report["data"]
@@ -119,8 +157,21 @@ def test_bench_time_to_accuracy_on_a_download_stage_folder(tmp_path: Path):
 @pytest.mark.slow
 def test_ablation_time_to_accuracy(tmp_path: Path):
     json_out, markdown_out = tmp_path / "ablation.json", tmp_path / "ablation.md"
-    done = bench("ablation_time_to_accuracy.py", "--synthetic", "--examples", "600", "--seeds", "0", "--only", "0,7",
-                 "--json-output", json_out, "--markdown-output", markdown_out, cwd=tmp_path)
+    done = bench(
+        "ablation_time_to_accuracy.py",
+        "--synthetic",
+        "--examples",
+        "600",
+        "--seeds",
+        "0",
+        "--only",
+        "0,7",
+        "--json-output",
+        json_out,
+        "--markdown-output",
+        markdown_out,
+        cwd=tmp_path,
+    )
     report = json.loads(json_out.read_text())
     assert report["evaluated_on"] == "val" and report["data"] == "synthetic" and report["seed_list"] == [0]
     assert report["command"].endswith("--seeds 0 --synthetic --examples 600 --only 0,7")
@@ -130,9 +181,10 @@ def test_ablation_time_to_accuracy(tmp_path: Path):
         assert accuracy(row["mean_validation_accuracy"]) and accuracy(row["min_validation_accuracy"])
         assert finite(row["median_train_seconds"]) and row["steps"] > 0 and len(row["per_seed"]) == 1
         assert "passed" not in row  # validation rows never claim the target
-    assert json.loads(done.stdout) == {r["name"]: [r["min_validation_accuracy"], r["mean_validation_accuracy"],
-                                                   r["median_train_seconds"]]
-                                       for r in report["rows"]}
+    assert json.loads(done.stdout) == {
+        r["name"]: [r["min_validation_accuracy"], r["mean_validation_accuracy"], r["median_train_seconds"]]
+        for r in report["rows"]
+    }
     table = [line for line in markdown_out.read_text().splitlines() if line.startswith("| ")]
     assert len(table) == 1 + len(report["rows"]), table  # the header and one line per row
 
@@ -152,8 +204,21 @@ def test_bench_pipeline_from_a_tiny_data_raw(tmp_path: Path):
     (raw / "idx").mkdir(exist_ok=True)  # the download stage's folder of the original .gz files, left empty here
     params = write_params(tmp_path / "params.yaml", tiny_params_dict(variants=["jit"], train={"epochs": 1}))
     out = tmp_path / "pipeline.json"
-    done = bench("bench_pipeline.py", "--raw", raw, "--params", params, "--repeats", "1", "--json", "--output", out,
-                 "--each-stage", cwd=tmp_path, timeout=900)
+    done = bench(
+        "bench_pipeline.py",
+        "--raw",
+        raw,
+        "--params",
+        params,
+        "--repeats",
+        "1",
+        "--json",
+        "--output",
+        out,
+        "--each-stage",
+        cwd=tmp_path,
+        timeout=900,
+    )
     report = json.loads(done.stdout)
     assert json.loads(out.read_text()) == report
     expected = {f"{s.name}@jit" if s.per_variant else s.name for s in stages.STAGES} - {"download"}

@@ -65,8 +65,10 @@ def test_report_answers_in_two_screens_offline(report_tree: Path) -> None:
             page.on("requestfailed", lambda request: failures.append(request.url))
             page.goto(page_url, wait_until="load")
             images = page.eval_on_selector_all(
-                "img", "els => els.map(e => ({alt: e.alt, complete: e.complete, width: e.naturalWidth,"
-                       " scheme: e.currentSrc.split(':')[0]}))")
+                "img",
+                "els => els.map(e => ({alt: e.alt, complete: e.complete, width: e.naturalWidth,"
+                " scheme: e.currentSrc.split(':')[0]}))",
+            )
             title = page.title()
             layout = page.evaluate(LAYOUT, SHORT_TABLE)
             hidden = {name: page.is_visible(selector) for name, selector in FOLDED.items()}
@@ -74,13 +76,16 @@ def test_report_answers_in_two_screens_offline(report_tree: Path) -> None:
             page.screenshot(path=str(out / "report.png"), full_page=True)
             page.locator(".folds summary", has_text="Op table of jit: ").click()
             page.locator(".folds:has(details.optable)").screenshot(path=str(out / "report-op-table-expanded.png"))
-            page.evaluate("document.querySelectorAll('.folds > details, #memory > details')"
-                          ".forEach(d => d.open = true)")
+            page.evaluate(
+                "document.querySelectorAll('.folds > details, #memory > details').forEach(d => d.open = true)"
+            )
             shown = {name: page.is_visible(selector) for name, selector in FOLDED.items()}
         finally:
             browser.close()
-    (out / "report-height.txt").write_text(f"{layout['height']} px at {SCREEN['width']}x{SCREEN['height']}"
-                                           f" ({layout['height'] / SCREEN['height']:.1f} screens)\n")
+    (out / "report-height.txt").write_text(
+        f"{layout['height']} px at {SCREEN['width']}x{SCREEN['height']}"
+        f" ({layout['height'] / SCREEN['height']:.1f} screens)\n"
+    )
 
     assert "JAX MLP pipeline report" in title
     # the first screen holds the headline: accuracy per variant, speedups, compile times, training's peak memory

@@ -27,16 +27,24 @@ GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign
 
 def test_the_comparison_page_opens_offline_with_every_figure(report_tree: Path) -> None:
     params = compare.flatten(load("params.yaml").to_dict())
-    runs = [compare.Run(name=v, params={**params, "variant": v}, train=training.read_metrics(v).headline(),
-                        evaluation=evaluation.read_metrics(v).headline(), history=training.read_history(v),
-                        ran_alone=True)
-            for v in TINY_VARIANTS]
+    runs = [
+        compare.Run(
+            name=v,
+            params={**params, "variant": v},
+            train=training.read_metrics(v).headline(),
+            evaluation=evaluation.read_metrics(v).headline(),
+            history=training.read_history(v),
+            ran_alone=True,
+        )
+        for v in TINY_VARIANTS
+    ]
     page = report_tree / "compare.html"
     compare.write(runs, compare.differing(runs), "tiny variants", "test", page, None, "between the runs")
     visit = open_offline(page, "compare.png", "() => document.querySelectorAll('#table tr').length")
     assert "tiny variants" in visit.title
-    assert len(visit.images) == 2 and all(i["complete"] and i["width"] > 0 and i["scheme"] == "data"
-                                          for i in visit.images)
+    assert len(visit.images) == 2 and all(
+        i["complete"] and i["width"] > 0 and i["scheme"] == "data" for i in visit.images
+    )
     assert visit.found == len(runs) + 1  # the header and one row per run
     assert not visit.outside and not visit.failed
 
@@ -66,8 +74,15 @@ def _dvc_plots(variants: list[str]) -> list[dict]:
         for entry in stage.get("do", stage).get("plots", []):
             for path, options in entry.items():
                 shown = {key: value for key, value in options.items() if key not in ("cache", "persist")}
-                plots += [{path.replace("${item}", v): {key: value.replace("${item}", v) if isinstance(value, str)
-                                                        else value for key, value in shown.items()}} for v in variants]
+                plots += [
+                    {
+                        path.replace("${item}", v): {
+                            key: value.replace("${item}", v) if isinstance(value, str) else value
+                            for key, value in shown.items()
+                        }
+                    }
+                    for v in variants
+                ]
     return plots
 
 
@@ -98,23 +113,30 @@ def test_dvc_plots_diff_renders_offline_and_tells_revisions_apart(report_tree: P
     for command in (["git", "init", "-q"], [dvc, "init", "-q"]):
         subprocess.run(command, cwd=report_tree, check=True, capture_output=True)
     shutil.copytree(ROOT / ".dvc" / "plots", report_tree / ".dvc" / "plots")
-    subprocess.run([dvc, "config", "plots.html_template", "plots/offline.html"], cwd=report_tree,
-                   check=True, capture_output=True)
+    subprocess.run(
+        [dvc, "config", "plots.html_template", "plots/offline.html"], cwd=report_tree, check=True, capture_output=True
+    )
     plots = _dvc_plots(TINY_VARIANTS)
     (report_tree / "dvc.yaml").write_text(yaml.safe_dump({"plots": plots}))
     for command in (["git", "add", "dvc.yaml", ".dvc", "plots"], [*GIT, "commit", "-qm", "baseline"]):
         subprocess.run(command, cwd=report_tree, check=True, capture_output=True)
     _change_workspace(report_tree)
-    done = subprocess.run([dvc, "plots", "diff", "HEAD", "-o", "dvc_plots"], cwd=report_tree,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [dvc, "plots", "diff", "HEAD", "-o", "dvc_plots"], cwd=report_tree, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0 and "failed to load" not in done.stdout + done.stderr, done.stderr
     page = report_tree / "dvc_plots" / "index.html"
     text = page.read_text()
     assert "cdn.jsdelivr.net" not in text
     specs = [json.loads(spec) for spec in re.findall(r"var spec = (\{.*?\});\s*vegaEmbed", text, re.S)]
     assert len(specs) == len(plots)
-    visit = open_offline(page, "dvc_plots.png", LEGENDS, argument=specs,
-                         wait_for=f"document.querySelectorAll('div[id] canvas, div[id] svg').length >= {len(plots)}")
+    visit = open_offline(
+        page,
+        "dvc_plots.png",
+        LEGENDS,
+        argument=specs,
+        wait_for=f"document.querySelectorAll('div[id] canvas, div[id] svg').length >= {len(plots)}",
+    )
     assert len(visit.found["drawn"]) == len(plots)
     assert not visit.outside and not visit.failed
     warnings = [line for line in visit.console if "WARN" in line or "Infinite extent" in line]

@@ -21,9 +21,14 @@ REAL_DATA_TEST = "tests/test_download.py::test_real_download_through_tfds"
 def pytest_run(env_changes: dict[str, str | None]) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in env_changes}
     env.update({k: v for k, v in env_changes.items() if v is not None})
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
-                           REAL_DATA_TEST],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", REAL_DATA_TEST],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.mark.slow
@@ -52,8 +57,14 @@ def venv_state() -> tuple[bool, int | None]:
 
 def test_a_mirror_that_is_set_but_missing_stops_ci_at_once():
     before = venv_state()
-    done = subprocess.run(["bash", str(ROOT / ".ci" / "run")], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "MNIST_MIRROR": "/nonexistent/mnist"}, timeout=60)
+    done = subprocess.run(
+        ["bash", str(ROOT / ".ci" / "run")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MNIST_MIRROR": "/nonexistent/mnist"},
+        timeout=60,
+    )
     assert done.returncode == 1
     assert done.stderr == "error: MNIST_MIRROR=/nonexistent/mnist: not a folder; point it at the four MNIST .gz files\n"
     # stopped before its first step: nothing printed (the MNIST_MIRROR= line comes first), no venv made or touched
@@ -61,11 +72,19 @@ def test_a_mirror_that_is_set_but_missing_stops_ci_at_once():
     assert venv_state() == before
 
 
-@pytest.mark.parametrize(("script", "name"), [("tests/container/run_podman.sh", "container check"),
-                                              ("tests/cluster/run_slurm.sh", "slurm check")])
+@pytest.mark.parametrize(
+    ("script", "name"),
+    [("tests/container/run_podman.sh", "container check"), ("tests/cluster/run_slurm.sh", "slurm check")],
+)
 def test_heavy_checks_fail_when_their_setup_fails_and_skip_only_without_root(script, name):
-    done = subprocess.run(["bash", str(ROOT / script)], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "MNIST_MIRROR": "/nonexistent/mnist"})
+    done = subprocess.run(
+        ["bash", str(ROOT / script)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "MNIST_MIRROR": "/nonexistent/mnist"},
+    )
     output = done.stdout + done.stderr
     if os.geteuid() != 0:  # a capability this machine lacks: the one case that skips
         assert done.returncode == 0 and f"SKIP {name}: needs root" in output
@@ -75,8 +94,10 @@ def test_heavy_checks_fail_when_their_setup_fails_and_skip_only_without_root(scr
 
 def test_the_readme_gives_two_commands_and_ci_runs_the_second():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    blocks = [[line.split("#")[0].strip() for line in block.splitlines()]
-              for block in re.findall(r"```bash\n(.*?)```", readme, re.S)]
+    blocks = [
+        [line.split("#")[0].strip() for line in block.splitlines()]
+        for block in re.findall(r"```bash\n(.*?)```", readme, re.S)
+    ]
     assert blocks[0] == ["uv run snakemake --cores all", "uv run pytest"]  # the quick start: two commands
     assert ["uv run pytest"] in blocks  # the tests section
     lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]

@@ -34,8 +34,9 @@ def test_verbose_adds_the_traceback(tmp_path, capsys):
     assert "Traceback" in err and err.strip().splitlines()[-1].startswith("error: ")
 
 
-@pytest.mark.parametrize("argv", [["--params", "{p}", "-v", "check"], ["check", "--params", "{p}", "-v"],
-                                  ["-v", "check", "--params", "{p}"]])
+@pytest.mark.parametrize(
+    "argv", [["--params", "{p}", "-v", "check"], ["check", "--params", "{p}", "-v"], ["-v", "check", "--params", "{p}"]]
+)
 def test_common_options_go_before_or_after_the_command(tmp_path, capsys, argv):
     path = write_params(tmp_path, lambda t: t.replace("epochs: 10", "epochs: 0"))
     assert main([a.format(p=path) for a in argv]) == 1
@@ -58,8 +59,11 @@ def test_pickled_arrays_are_never_loaded(tmp_path):
 
 
 def test_console_script_exit_status():
-    done = subprocess.run([sys.executable, "-m", "mnist_jax_pipeline.cli", "--params", "/nonexistent.yaml", "check"],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "mnist_jax_pipeline.cli", "--params", "/nonexistent.yaml", "check"],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 1
     assert done.stderr.strip() == "error: /nonexistent.yaml: missing; run from the project root or pass --params"
 
@@ -109,13 +113,23 @@ def test_a_backend_plugin_that_cannot_start_is_one_warning_line():
         logger.removeHandler(handler)
     err = stream.getvalue()
     assert err.count("\n") == 1 and "Traceback" not in err
-    assert err.startswith("WARNING Jax plugin configuration error: Exception when calling xla_cuda12.initialize():"
-                          " operation cuInit(0) failed: Unknown CUDA error 303; JAX runs on")
+    assert err.startswith(
+        "WARNING Jax plugin configuration error: Exception when calling xla_cuda12.initialize():"
+        " operation cuInit(0) failed: Unknown CUDA error 303; JAX runs on"
+    )
 
 
-@pytest.mark.parametrize("script", [["-m", "mnist_jax_pipeline.cli"], ["benchmarks/bench_train.py"],
-                                    ["benchmarks/trace_epoch.py"], ["benchmarks/bench_time_to_accuracy.py"],
-                                    ["benchmarks/ablation_time_to_accuracy.py"], ["tools/dvc_plots_template.py"]])
+@pytest.mark.parametrize(
+    "script",
+    [
+        ["-m", "mnist_jax_pipeline.cli"],
+        ["benchmarks/bench_train.py"],
+        ["benchmarks/trace_epoch.py"],
+        ["benchmarks/bench_time_to_accuracy.py"],
+        ["benchmarks/ablation_time_to_accuracy.py"],
+        ["tools/dvc_plots_template.py"],
+    ],
+)
 def test_help_works_without_docstrings(script):
     """python -OO drops docstrings: the help's description must not be read from one."""
     done = subprocess.run([sys.executable, "-OO", *script, "--help"], capture_output=True, text=True, cwd=ROOT)

@@ -49,8 +49,11 @@ def complexity(function: Function) -> int:
 
 def complexities(source: str) -> dict[str, int]:
     """{'line name': complexity} of every function and method in `source`, nested ones too."""
-    return {f"{node.lineno} {node.name}": complexity(node) for node in ast.walk(ast.parse(source))
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)}
+    return {
+        f"{node.lineno} {node.name}": complexity(node)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
 
 
 def test_no_function_is_more_complex_than_rank_c() -> None:
@@ -63,7 +66,7 @@ def test_no_function_is_more_complex_than_rank_c() -> None:
     assert too_complex == [], f"cyclomatic complexity above {LIMIT} (radon's rank D or worse); split these"
 
 
-SAMPLE = '''
+SAMPLE = """
 def sample(items, flag):
     assert items
     total = 0 if flag and items else 1
@@ -100,7 +103,7 @@ def sample(items, flag):
     with open("x") as handle:
         handle.read()
     return {k: v for k, v in values}, pick, inner
-'''
+"""
 
 
 def test_the_count_agrees_with_radon() -> None:

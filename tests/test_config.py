@@ -33,7 +33,7 @@ def test_repository_params_are_valid():
         ("train.epochs", 0, "train.epochs"),
         ("train.epochs", "ten", "train.epochs"),
         ("train.step_size", "fast", "train.step_size"),
-        ("data.dataset", "cifar10", "use one of \"mnist\", \"fashion_mnist\""),
+        ("data.dataset", "cifar10", 'use one of "mnist", "fashion_mnist"'),
         ("model.layer_sizes", [100, 512, 10], "must start at 784"),
         ("model.layer_sizes", [784, 512, 7], "must end at 10"),
         ("preprocess.validation_fraction", 1.5, "preprocess.validation_fraction"),
@@ -82,11 +82,14 @@ def test_unknown_top_level_key():
         validate(raw)
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("", "expected a mapping of section names to parameters (data, preprocess"),
-    ("variants: !!set {jit, nojit}\n", "variants: a set (!!set) has no order; write a list"),
-    ("variants: " + "[" * 2000 + "]" * 2000 + "\n", "nested too deeply to read"),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("", "expected a mapping of section names to parameters (data, preprocess"),
+        ("variants: !!set {jit, nojit}\n", "variants: a set (!!set) has no order; write a list"),
+        ("variants: " + "[" * 2000 + "]" * 2000 + "\n", "nested too deeply to read"),
+    ],
+)
 def test_documents_that_are_no_params_file_are_one_line(tmp_path, text, expected):
     bad = tmp_path / "params.yaml"
     bad.write_text(text)
@@ -120,8 +123,10 @@ def test_any_variant_may_run_alone():
         assert validate(with_change("variants", [name])).variants == (name,)
 
 
-REFUSAL = ("error: --config/--configfile overrides are not used by the stages, which read params.yaml; edit"
-           " params.yaml, run dvc exp run -S KEY=VALUE, or apply a preset: mnist-pipeline preset NAME")
+REFUSAL = (
+    "error: --config/--configfile overrides are not used by the stages, which read params.yaml; edit"
+    " params.yaml, run dvc exp run -S KEY=VALUE, or apply a preset: mnist-pipeline preset NAME"
+)
 SNAKEMAKES_OWN = "ValueError: Invalid config definition: Config entry must start with a valid identifier."
 
 
@@ -138,8 +143,13 @@ def test_snakemake_config_overrides_are_refused_naming_the_way(override):
     from pathlib import Path
 
     snakemake = Path(sys.executable).parent / "snakemake"
-    done = subprocess.run([str(snakemake), "-n", "--cores", "1", "--config", override], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [str(snakemake), "-n", "--cores", "1", "--config", override],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode != 0
     output = done.stdout + done.stderr
     if SNAKEMAKES_OWN in output:

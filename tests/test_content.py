@@ -88,7 +88,8 @@ def test_a_swapped_model_with_an_old_time_is_refused_then_retrained(ws):
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1] == (
         "error: models/jit.safetensors: changed since 'train@jit' wrote it; re-run 'train@jit':"
-        " snakemake --cores all, or dvc repro -f -s train@jit")
+        " snakemake --cores all, or dvc repro -f -s train@jit"
+    )
     assert agree(ws) == EVERYTHING_AFTER_TRAIN
 
 
@@ -154,8 +155,15 @@ def test_one_run_at_a_time_across_the_two_tools(ws, first):
     set_params(ws, **{"train.epochs": 300})  # long enough to overlap
     commands = {"snakemake": ["snakemake", "--cores", "all"], "dvc": ["dvc", "repro"]}
     second = "dvc" if first == "snakemake" else "snakemake"
-    proc = subprocess.Popen(commands[first], cwd=ws, env=env(ws), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        commands[first],
+        cwd=ws,
+        env=env(ws),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while not training(proc):

@@ -33,8 +33,13 @@ def make_tree(root: Path) -> None:
     point = yaml.safe_load(yaml.safe_dump(params))
     point["train"]["step_size"] = 0.2
     write_params(root / POINT / "params.yaml", point)
-    run_stages(root, ["preprocess"], ["train", "--variant", "jit"], ["evaluate", "--variant", "jit"],
-               ["--params", f"{POINT}/params.yaml", "train", "--variant", "jit", "--root", POINT])
+    run_stages(
+        root,
+        ["preprocess"],
+        ["train", "--variant", "jit"],
+        ["evaluate", "--variant", "jit"],
+        ["--params", f"{POINT}/params.yaml", "train", "--variant", "jit", "--root", POINT],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -91,13 +96,16 @@ def test_the_crate_describes_every_job_and_validates_offline(project: Path, caps
     assert {"src/mnist_jax_pipeline/train.py", "requirements/runtime.txt"} <= set(ids(train["instrument"]))
     swept = actions[f"#run/{POINT}/train@jit"]
     assert f"{POINT}/models/jit.safetensors" in ids(swept["result"])
-    assert json.loads(next(entities[i]["value"] for i in ids(swept["object"]) if i.endswith("/train")))[
-        "step_size"] == 0.2
+    assert (
+        json.loads(next(entities[i]["value"] for i in ids(swept["object"]) if i.endswith("/train")))["step_size"] == 0.2
+    )
     device = entities[entities["metrics/train/jit.run.json"]["about"]["@id"]]
     assert device["@type"] == "Product" and "cpu" in device["name"]
     workflow = entities[entities["./"]["mainEntity"]["@id"]]
     assert workflow["@id"] == "src/mnist_jax_pipeline/stages.py" and set(ids(workflow["subjectOf"])) == {
-        "Snakefile", "dvc.yaml"}
+        "Snakefile",
+        "dvc.yaml",
+    }
 
 
 @pytest.mark.slow
@@ -122,13 +130,15 @@ def test_a_job_whose_file_changed_is_left_out_with_a_warning(project: Path, caps
     assert f"#run/{POINT}/train@jit" not in graph(project)
 
 
-def test_no_records_is_one_line_naming_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                               capsys: pytest.CaptureFixture[str]):
+def test_no_records_is_one_line_naming_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
     monkeypatch.chdir(tmp_path)
     assert main(["crate"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("error: provenance/: no provenance records; run the pipeline first") and err.count(
-        "\n") == 1, err
+    assert (
+        err.startswith("error: provenance/: no provenance records; run the pipeline first") and err.count("\n") == 1
+    ), err
     assert not (tmp_path / "ro-crate-metadata.json").exists()
 
 
@@ -142,5 +152,6 @@ def test_the_validator_gets_nothing_from_the_network():
     session = requests.Session()
     session.mount("https://", adapter)
     assert session.get(CONTEXT_URL).json()["@context"]["ComputationalWorkflow"] == (
-        "https://bioschemas.org/ComputationalWorkflow")
+        "https://bioschemas.org/ComputationalWorkflow"
+    )
     assert session.get("https://example.org/x").status_code == 404 and adapter.refused == ["https://example.org/x"]

@@ -29,8 +29,9 @@ def reference_init_layer(in_size, out_size, key, scale):
 
 def reference_init_params(layer_sizes, key, scale):
     keys = jax.random.split(key, len(layer_sizes))
-    return [reference_init_layer(m, n, k, scale) for m, n, k in zip(layer_sizes[:-1], layer_sizes[1:], keys,
-                                                                     strict=False)]
+    return [
+        reference_init_layer(m, n, k, scale) for m, n, k in zip(layer_sizes[:-1], layer_sizes[1:], keys, strict=False)
+    ]
 
 
 def reference_make_optimizer(config: TrainConfig, steps_per_epoch: int) -> optax.GradientTransformation:
@@ -56,8 +57,9 @@ def reference_run(params: Params, variant: str, images: np.ndarray, labels: np.n
 
 def current_run(params: Params, variant: str, images: np.ndarray, labels: np.ndarray) -> TrainState:
     inputs = train.loop_inputs(params, images, labels)
-    return train.run_epochs(loops.build(variants.get(variant), inputs), train.initial_state(params, inputs),
-                            params.train.epochs).state
+    return train.run_epochs(
+        loops.build(variants.get(variant), inputs), train.initial_state(params, inputs), params.train.epochs
+    ).state
 
 
 def test_the_new_keys_default_to_the_tutorial(make_params):
@@ -69,18 +71,27 @@ def test_the_new_keys_default_to_the_tutorial(make_params):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("optimizer", "schedule", "shuffle"), [
-    ("sgd", "constant", False),  # the tutorial itself
-    ("sgd", "cosine", True),
-    ("momentum", "constant", True),
-    ("momentum", "cosine", False),
-    ("adam", "constant", False),
-    ("adam", "cosine", True),
-])
+@pytest.mark.parametrize(
+    ("optimizer", "schedule", "shuffle"),
+    [
+        ("sgd", "constant", False),  # the tutorial itself
+        ("sgd", "cosine", True),
+        ("momentum", "constant", True),
+        ("momentum", "cosine", False),
+        ("adam", "constant", False),
+        ("adam", "cosine", True),
+    ],
+)
 def test_defaults_give_byte_identical_weights(make_params, tiny_processed, optimizer, schedule, shuffle):
-    params = make_params(model__layer_sizes=[784, 32, 16, 10], train__epochs=2, train__batch_size=64,
-                         train__optimizer=optimizer, train__schedule=schedule, train__shuffle=shuffle,
-                         train__step_size=0.001 if optimizer == "adam" else 0.01)
+    params = make_params(
+        model__layer_sizes=[784, 32, 16, 10],
+        train__epochs=2,
+        train__batch_size=64,
+        train__optimizer=optimizer,
+        train__schedule=schedule,
+        train__shuffle=shuffle,
+        train__step_size=0.001 if optimizer == "adam" else 0.01,
+    )
     data = train.load_dataset(tiny_processed)
     for variant in variants.names():
         ours = current_run(params, variant, data.train_images, data.train_labels)

@@ -24,19 +24,60 @@ from conftest import ROOT, write_raw
 from pythons import find_python, make_venv
 
 # the GPU image's packages that the stages, the benchmarks and the tests use (its jax: CPU build here)
-IMAGE_PACKAGES = ["jax==0.11.2", "jaxlib==0.11.2", "numpy==2.5.2", "optax", "safetensors", "jinja2", "matplotlib",
-                  "pandas", "pyyaml", "filelock", "psutil", "tqdm", "pytest", "pytest-xdist", "hypothesis"]
-STEPS = ["venv", "wheels", "unpack", "params", "raw-record", "environment", "preprocess",
-         *[f"{stage}-{v}" for stage in ("train", "evaluate", "profile") for v in ("nojit", "jit", "jit_scan")],
-         "report", "determinism-train-jit", "accelerator-tier", "bench-train", "bench-time-to-accuracy"]
-OUT_FILES = {"manifest.json", "bench-train.json", "bench-time-to-accuracy.json", "results.tar.xz", "models.tar.xz",
-             "profile.tar.xz"}
+IMAGE_PACKAGES = [
+    "jax==0.11.2",
+    "jaxlib==0.11.2",
+    "numpy==2.5.2",
+    "optax",
+    "safetensors",
+    "jinja2",
+    "matplotlib",
+    "pandas",
+    "pyyaml",
+    "filelock",
+    "psutil",
+    "tqdm",
+    "pytest",
+    "pytest-xdist",
+    "hypothesis",
+]
+STEPS = [
+    "venv",
+    "wheels",
+    "unpack",
+    "params",
+    "raw-record",
+    "environment",
+    "preprocess",
+    *[f"{stage}-{v}" for stage in ("train", "evaluate", "profile") for v in ("nojit", "jit", "jit_scan")],
+    "report",
+    "determinism-train-jit",
+    "accelerator-tier",
+    "bench-train",
+    "bench-time-to-accuracy",
+]
+OUT_FILES = {
+    "manifest.json",
+    "bench-train.json",
+    "bench-time-to-accuracy.json",
+    "results.tar.xz",
+    "models.tar.xz",
+    "profile.tar.xz",
+}
 
 
 def copy_working_tree(dest: Path) -> Path:
     """What a device call carries of the checkout: tracked files and untracked ones git does not ignore."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                            capture_output=True, check=True).stdout.decode().split("\0")
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for name in filter(None, listed):
         if (ROOT / name).is_file():
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
@@ -55,18 +96,31 @@ def device_run(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess[str]
         (project / name).symlink_to(checkout / name)
     write_raw(project / "data" / "raw", 600, 200)
     path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    prepared = subprocess.run(["bash", "tools/device-prepare.sh", "--from", str(project)], cwd=checkout,
-                              capture_output=True, text=True, env={**os.environ, "PATH": path,
-                                                                   "PYTHONPATH": str(checkout / "src")})
+    prepared = subprocess.run(
+        ["bash", "tools/device-prepare.sh", "--from", str(project)],
+        cwd=checkout,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PATH": path, "PYTHONPATH": str(checkout / "src")},
+    )
     assert prepared.returncode == 0, prepared.stderr[-3000:]
     image = make_venv(base / "image", find_python("3.12"), *IMAGE_PACKAGES, seed=True)
     out = base / "out"
-    env = {**os.environ, "PATH": os.pathsep.join([str(image.parent), os.environ.get("PATH", "")]),
-           "JAX_PLATFORMS": "cpu"}
+    env = {
+        **os.environ,
+        "PATH": os.pathsep.join([str(image.parent), os.environ.get("PATH", "")]),
+        "JAX_PLATFORMS": "cpu",
+    }
     env.pop("PYTHONPATH", None)
     env.pop("VIRTUAL_ENV", None)
-    done = subprocess.run(["bash", "tools/device-run.sh", str(out), "--smoke"], cwd=checkout, capture_output=True,
-                          text=True, env=env, timeout=900)
+    done = subprocess.run(
+        ["bash", "tools/device-run.sh", str(out), "--smoke"],
+        cwd=checkout,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
     return out, done
 
 
@@ -101,13 +155,25 @@ def test_device_run_writes_every_promised_result(device_run):
     assert train["versions"]["jax"] == "0.11.2" and train["backend"] == "cpu"
     assert tta["versions"]["jax"] == "0.11.2" and tta["seeds"] == 1
     results = members(out / "results.tar.xz")
-    for name in ("reports/report.html", "reports/summary.md", "params.yaml", "accelerator.xml", "environment.json",
-                 "metrics/train/jit.json", "metrics/evaluate/jit_scan.json", "provenance/report.json",
-                 "provenance/download.json"):
+    for name in (
+        "reports/report.html",
+        "reports/summary.md",
+        "params.yaml",
+        "accelerator.xml",
+        "environment.json",
+        "metrics/train/jit.json",
+        "metrics/evaluate/jit_scan.json",
+        "provenance/report.json",
+        "provenance/download.json",
+    ):
         assert name in results, name
     assert sum(name.startswith("logs/") for name in results) == len(STEPS)
-    assert {"models/nojit.safetensors", "models/jit.safetensors", "models/jit_scan.safetensors",
-            "determinism/jit-again.safetensors"} <= members(out / "models.tar.xz")
+    assert {
+        "models/nojit.safetensors",
+        "models/jit.safetensors",
+        "models/jit_scan.safetensors",
+        "determinism/jit-again.safetensors",
+    } <= members(out / "models.tar.xz")
     assert any(name.startswith("reports/profile/jit_scan/") for name in members(out / "profile.tar.xz"))
 
 
@@ -124,15 +190,31 @@ def test_help_says_what_to_carry_and_how_to_call():
 def fabricated(folder: Path, smoke: bool = False) -> Path:
     """A results folder as a GPU run would leave it (the figures made up)."""
     folder.mkdir()
-    steps = [{"name": name, "command": name, "cwd": ".", "exit_code": 0, "seconds": 1.0, "log": None, "note": None}
-             for name in STEPS]
+    steps = [
+        {"name": name, "command": name, "cwd": ".", "exit_code": 0, "seconds": 1.0, "log": None, "note": None}
+        for name in STEPS
+    ]
     manifest: dict[str, Any] = {
-        "what": "GPU run of record (tools/device-run.sh)", "smoke": smoke, "date": "2026-12-01",
-        "started": "2026-12-01T10:00:00Z", "versions": {"python": "3.12.3", "jax": "0.11.2", "jaxlib": "0.11.2",
-                                                        "numpy": "2.5.2", "plugins": {"jax-cuda13-plugin": "0.11.2"}},
-        "device": {"backend": "gpu", "device_kind": "NVIDIA H100 80GB HBM3",
-                   "nvidia_smi": ["NVIDIA H100 80GB HBM3, 580.95.05, 81559 MiB"]},
-        "steps": steps, "determinism": {"same": True}, "failed": [], "ok": True,
+        "what": "GPU run of record (tools/device-run.sh)",
+        "smoke": smoke,
+        "date": "2026-12-01",
+        "started": "2026-12-01T10:00:00Z",
+        "versions": {
+            "python": "3.12.3",
+            "jax": "0.11.2",
+            "jaxlib": "0.11.2",
+            "numpy": "2.5.2",
+            "plugins": {"jax-cuda13-plugin": "0.11.2"},
+        },
+        "device": {
+            "backend": "gpu",
+            "device_kind": "NVIDIA H100 80GB HBM3",
+            "nvidia_smi": ["NVIDIA H100 80GB HBM3, 580.95.05, 81559 MiB"],
+        },
+        "steps": steps,
+        "determinism": {"same": True},
+        "failed": [],
+        "ok": True,
         "accelerator": {"tests": 6, "passed": 6, "failures": 0, "errors": 0, "skipped": 0},
     }
     (folder / "manifest.json").write_text(json.dumps(manifest))
@@ -154,17 +236,30 @@ def test_import_copies_updates_the_readme_and_commits(tmp_path):
     git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "-m", "readme")
     (repo / "other.txt").write_text("changed, not committed\n")
     script = ROOT / "tools" / "device-import.py"
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@e"}
-    smoke = subprocess.run([sys.executable, script, fabricated(tmp_path / "smoke", smoke=True), "--repo", repo],
-                           capture_output=True, text=True, env=env)
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@e",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@e",
+    }
+    smoke = subprocess.run(
+        [sys.executable, script, fabricated(tmp_path / "smoke", smoke=True), "--repo", repo],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert smoke.returncode == 1 and smoke.stderr.startswith("error: ") and len(smoke.stderr.splitlines()) == 1
 
-    done = subprocess.run([sys.executable, script, fabricated(tmp_path / "gpu"), "--repo", repo],
-                          capture_output=True, text=True, env=env)
+    done = subprocess.run(
+        [sys.executable, script, fabricated(tmp_path / "gpu"), "--repo", repo], capture_output=True, text=True, env=env
+    )
     assert done.returncode == 0, done.stderr
-    names = {"2026-12-01-device-run-nvidia-h100-80gb-hbm3.json", "2026-12-01-train-nvidia-h100-80gb-hbm3.json",
-             "2026-12-01-time-to-accuracy-nvidia-h100-80gb-hbm3.json"}
+    names = {
+        "2026-12-01-device-run-nvidia-h100-80gb-hbm3.json",
+        "2026-12-01-train-nvidia-h100-80gb-hbm3.json",
+        "2026-12-01-time-to-accuracy-nvidia-h100-80gb-hbm3.json",
+    }
     assert {p.name for p in (repo / "benchmarks" / "results").iterdir()} == names
     readme = (repo / "README.md").read_text()
     row = next(line for line in readme.splitlines() if line.startswith("| NVIDIA GPU"))

@@ -87,8 +87,10 @@ def test_real_download_through_tfds(real_raw, mirror):
     _, labels = read_pair(out / "idx/train-images-idx3-ubyte.gz", out / "idx/train-labels-idx1-ubyte.gz")
     assert manifest.splits["train"].label_histogram == np.bincount(labels, minlength=10).tolist()
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == sorted(
-        ["manifest.json"] + [f"idx/{p.name}" for p in PINNED["mnist"]]
-        + [f"arrays/{split}_{kind}.npy" for split in ("train", "test") for kind in ("images", "labels")])
+        ["manifest.json"]
+        + [f"idx/{p.name}" for p in PINNED["mnist"]]
+        + [f"arrays/{split}_{kind}.npy" for split in ("train", "test") for kind in ("images", "labels")]
+    )
     assert str(mirror) not in (out / "manifest.json").read_text()
 
 

@@ -27,8 +27,9 @@ BIN = Path(sys.executable).parent
 def cli(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """`mnist-pipeline ARGS` in a fresh interpreter (stderr is what a user sees)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "MNIST_PIPELINE_LOCK": str(cwd / ".lock")}
-    return subprocess.run([str(BIN / "mnist-pipeline"), *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [str(BIN / "mnist-pipeline"), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def one_line(done: subprocess.CompletedProcess) -> str:
@@ -48,17 +49,24 @@ def project(tmp_path: Path) -> Path:
 # --- parameters --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("section", "key", "text", "expected"), [
-    ("train", "epochs", "1.0", "train.epochs: 1.0 is not an integer; write it without a decimal point"),
-    ("preprocess", "max_train_examples", "300.0", "preprocess.max_train_examples: 300.0 is not an integer"),
-    ("preprocess", "validation_fraction", ".nan", "preprocess.validation_fraction: NaN is not a finite number"),
-    ("model", "seed", "99999999999999999999", "model.seed: 99999999999999999999 is more than the maximum of"
-                                              " 4294967295"),
-    ("train", "shuffle_seed", "4294967296", "train.shuffle_seed: 4294967296 is more than the maximum"),
-    ("train", "step_size", ".inf", "train.step_size: Infinity is not a finite number"),
-    ("train", "shuffle", "yes", 'train.shuffle: "yes" is not a boolean; write true or false'),
-    ("train", "batch_size", "true", "train.batch_size: true is not an integer"),
-])
+@pytest.mark.parametrize(
+    ("section", "key", "text", "expected"),
+    [
+        ("train", "epochs", "1.0", "train.epochs: 1.0 is not an integer; write it without a decimal point"),
+        ("preprocess", "max_train_examples", "300.0", "preprocess.max_train_examples: 300.0 is not an integer"),
+        ("preprocess", "validation_fraction", ".nan", "preprocess.validation_fraction: NaN is not a finite number"),
+        (
+            "model",
+            "seed",
+            "99999999999999999999",
+            "model.seed: 99999999999999999999 is more than the maximum of 4294967295",
+        ),
+        ("train", "shuffle_seed", "4294967296", "train.shuffle_seed: 4294967296 is more than the maximum"),
+        ("train", "step_size", ".inf", "train.step_size: Infinity is not a finite number"),
+        ("train", "shuffle", "yes", 'train.shuffle: "yes" is not a boolean; write true or false'),
+        ("train", "batch_size", "true", "train.batch_size: true is not an integer"),
+    ],
+)
 def test_values_that_used_to_crash_a_later_stage_are_refused_by_check(project, section, key, text, expected):
     write_params(project / "params.yaml", tiny_params_dict(**{section: {key: "__VALUE__"}}))
     path = project / "params.yaml"
@@ -67,8 +75,9 @@ def test_values_that_used_to_crash_a_later_stage_are_refused_by_check(project, s
 
 
 def test_an_empty_training_split_is_refused_before_any_stage(project):
-    write_params(project / "params.yaml", tiny_params_dict(
-        preprocess={"max_train_examples": 10, "validation_fraction": 0.99}))
+    write_params(
+        project / "params.yaml", tiny_params_dict(preprocess={"max_train_examples": 10, "validation_fraction": 0.99})
+    )
     line = one_line(cli(project, "check"))
     assert line.startswith("error: params.yaml: preprocess.validation_fraction: no training example is left")
 
@@ -76,15 +85,36 @@ def test_an_empty_training_split_is_refused_before_any_stage(project):
 def test_an_empty_split_of_smaller_data_stops_preprocess_with_one_line(project):
     """check knows the dataset's size; the data on disk may be smaller (a test set-up, a damaged export)."""
     write_raw(project / "data" / "raw", train=20, test=10)
-    write_params(project / "params.yaml", tiny_params_dict(preprocess={"max_train_examples": 0,
-                                                                        "validation_fraction": 0.99}))
+    write_params(
+        project / "params.yaml", tiny_params_dict(preprocess={"max_train_examples": 0, "validation_fraction": 0.99})
+    )
     line = one_line(cli(project, "preprocess"))
     assert "leave none after the validation split; lower preprocess.validation_fraction" in line
     assert not (project / paths.PROCESSED.path).exists()
 
 
-YAML_12 = ["1e-3", "1E-3", "1.0e-3", ".5", "1_000", "0x10", "0o17", "017", "+1", "yes", "on", "~", ".nan", ".inf",
-           "-.inf", "1e400", "99999999999999999999", "'1e-3'", "2026-01-01", "[1, 2]"]
+YAML_12 = [
+    "1e-3",
+    "1E-3",
+    "1.0e-3",
+    ".5",
+    "1_000",
+    "0x10",
+    "0o17",
+    "017",
+    "+1",
+    "yes",
+    "on",
+    "~",
+    ".nan",
+    ".inf",
+    "-.inf",
+    "1e400",
+    "99999999999999999999",
+    "'1e-3'",
+    "2026-01-01",
+    "[1, 2]",
+]
 
 
 @pytest.mark.parametrize("text", YAML_12)
@@ -115,7 +145,8 @@ def test_a_latin1_byte_in_a_comment_is_one_line(project):
 def test_params_naming_a_folder_is_one_line(project):
     (project / "folder").mkdir()
     assert one_line(cli(project, "--params", "folder", "check")) == (
-        "error: folder: is a folder, not a file; run from the project root or pass --params")
+        "error: folder: is a folder, not a file; run from the project root or pass --params"
+    )
 
 
 @pytest.mark.slow
@@ -123,8 +154,14 @@ def test_snakemake_refuses_bad_params_before_scheduling_any_job(project):
     for name in ("Snakefile", "workflow", "src"):
         (project / name).symlink_to(ROOT / name)
     write_params(project / "params.yaml", tiny_params_dict(train={"epochs": 1.5}))
-    done = subprocess.run([str(BIN / "snakemake"), "-n", "--cores", "1"], cwd=project, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, timeout=120)
+    done = subprocess.run(
+        [str(BIN / "snakemake"), "-n", "--cores", "1"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        timeout=120,
+    )
     assert done.returncode != 0
     output = done.stdout + done.stderr
     assert "error: params.yaml: train.epochs: 1.5 is not an integer" in output
@@ -142,18 +179,34 @@ def test_an_unreadable_mirror_file_is_one_line(project):
     for pinned in PINNED["mnist"]:
         (mirror / pinned.name).write_bytes(b"x")
     (mirror / PINNED["mnist"][0].name).chmod(0)
-    done = subprocess.run([*without_root_powers(), str(BIN / "mnist-pipeline"), "download"], cwd=project,
-                          env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "MNIST_MIRROR": str(mirror),
-                               "MNIST_PIPELINE_LOCK": str(project / ".lock")},
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [*without_root_powers(), str(BIN / "mnist-pipeline"), "download"],
+        cwd=project,
+        env={
+            **os.environ,
+            "PYTHONPATH": str(ROOT / "src"),
+            "MNIST_MIRROR": str(mirror),
+            "MNIST_PIPELINE_LOCK": str(project / ".lock"),
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     line = one_line(done)
-    assert line == (f"error: {mirror / PINNED['mnist'][0].name}: cannot read (Permission denied); make it"
-                    " readable, or point MNIST_MIRROR at a readable copy")
+    assert line == (
+        f"error: {mirror / PINNED['mnist'][0].name}: cannot read (Permission denied); make it"
+        " readable, or point MNIST_MIRROR at a readable copy"
+    )
 
 
 def test_a_mirror_setting_that_points_nowhere_is_one_line(project):
-    done = subprocess.run([str(BIN / "mnist-pipeline"), "download"], cwd=project, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "MNIST_MIRROR": str(project / "nope")})
+    done = subprocess.run(
+        [str(BIN / "mnist-pipeline"), "download"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "MNIST_MIRROR": str(project / "nope")},
+    )
     assert one_line(done).startswith(f"error: MNIST_MIRROR={project / 'nope'}: not a folder")
 
 
@@ -162,9 +215,14 @@ def test_a_read_only_checkout_is_one_line(project):
     run_stages(project, ["preprocess"])
     project.chmod(0o555)
     try:
-        done = subprocess.run([*without_root_powers(), str(BIN / "mnist-pipeline"), "train", "--variant", "jit"],
-                              cwd=project, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-                              capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [*without_root_powers(), str(BIN / "mnist-pipeline"), "train", "--variant", "jit"],
+            cwd=project,
+            env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     finally:
         project.chmod(0o755)
     assert one_line(done) == "error: models: cannot create folder (Permission denied); check its permissions"
@@ -174,19 +232,27 @@ def test_a_read_only_checkout_is_one_line(project):
 def test_a_lock_file_that_cannot_be_opened_is_one_line(project):
     write_raw(project / "data" / "raw")
     run_stages(project, ["preprocess"])
-    done = subprocess.run([str(BIN / "mnist-pipeline"), "train", "--variant", "jit"], cwd=project,
-                          env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "MNIST_PIPELINE_LOCK": "/proc/no.lock"},
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [str(BIN / "mnist-pipeline"), "train", "--variant", "jit"],
+        cwd=project,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "MNIST_PIPELINE_LOCK": "/proc/no.lock"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     line = one_line(done)
     assert line.startswith("error: /proc/no.lock: cannot open the lock file of 'train@jit' (")
     assert line.endswith("make the folder writable or set MNIST_PIPELINE_LOCK to a writable file")
 
 
-@pytest.mark.parametrize(("content", "expected"), [
-    (json.dumps({"dataset": "mnist", "splits": []}), "manifest.json: 'tfds_version': field required"),
-    ("[1, 2]", "manifest.json: input should be an object"),
-    ("{", "manifest.json: corrupt JSON"),
-])
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (json.dumps({"dataset": "mnist", "splits": []}), "manifest.json: 'tfds_version': field required"),
+        ("[1, 2]", "manifest.json: input should be an object"),
+        ("{", "manifest.json: corrupt JSON"),
+    ],
+)
 def test_a_manifest_of_the_wrong_shape_names_the_download_stage(project, content, expected):
     write_raw(project / "data" / "raw")
     (project / paths.RAW.path / "manifest.json").write_text(content)
@@ -204,8 +270,9 @@ def test_a_params_file_over_the_cap_is_refused_before_it_is_read(project, name):
         with open(project / name, "wb") as handle:
             handle.truncate(MAX_FILE_BYTES + 1)  # sparse: no 1 MiB written
     line = one_line(cli(project, "--params", name, "check", timeout=60))  # /dev/zero used to be read forever
-    assert line == (f"error: {name}: more than 1 MiB, the most a parameters, preset or sweep file may hold;"
-                    " check the path")
+    assert line == (
+        f"error: {name}: more than 1 MiB, the most a parameters, preset or sweep file may hold; check the path"
+    )
 
 
 def test_a_sweep_file_over_the_cap_is_refused(project):
@@ -217,8 +284,10 @@ def test_a_sweep_file_over_the_cap_is_refused(project):
 def test_a_long_value_or_key_in_an_error_is_cut():
     with pytest.raises(PipelineError) as err:
         validate(tiny_params_dict(train={"optimizer": "x" * 5000}))
-    assert str(err.value) == ('params.yaml: train.optimizer: "' + "x" * 79 + '… (5,002 characters) is not allowed;'
-                              ' use one of "sgd", "momentum", "adam"')
+    assert str(err.value) == (
+        'params.yaml: train.optimizer: "' + "x" * 79 + "… (5,002 characters) is not allowed;"
+        ' use one of "sgd", "momentum", "adam"'
+    )
     with pytest.raises(PipelineError) as err:
         validate(tiny_params_dict(train={"k" * 500: 1}))
     assert str(err.value).startswith("params.yaml: unknown key 'train." + "k" * 74 + "… (506 characters)'; allowed")
@@ -232,18 +301,21 @@ def c_locale() -> dict[str, str]:
 
 def test_text_is_written_and_read_as_utf8_whatever_the_locale(project):
     text = "98.5% \u2026 2\u00b3\u00b2 r\u00e9glages"
-    code = ("import locale; from mnist_jax_pipeline import code_deps; from mnist_jax_pipeline.artefacts import atomic;"
-            " assert locale.getpreferredencoding(False) == 'ANSI_X3.4-1968', locale.getpreferredencoding(False);"
-            f" atomic.write_text({str(project / 'out.md')!r}, {ascii(text)});"
-            " code_deps.command_code('report')")  # the report's code is not ASCII
+    code = (
+        "import locale; from mnist_jax_pipeline import code_deps; from mnist_jax_pipeline.artefacts import atomic;"
+        " assert locale.getpreferredencoding(False) == 'ANSI_X3.4-1968', locale.getpreferredencoding(False);"
+        f" atomic.write_text({str(project / 'out.md')!r}, {ascii(text)});"
+        " code_deps.command_code('report')"
+    )  # the report's code is not ASCII
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=c_locale(), capture_output=True)
     assert done.returncode == 0, done.stderr.decode()
     assert (project / "out.md").read_bytes() == text.encode("utf-8")
     shutil.copytree(ROOT / "presets", project / "presets")
     params = project / "params.yaml"
     params.write_bytes(f"# {text}\n".encode() + params.read_bytes())
-    done = subprocess.run([str(BIN / "mnist-pipeline"), "preset", "time-to-accuracy"], cwd=project, env=c_locale(),
-                          capture_output=True)
+    done = subprocess.run(
+        [str(BIN / "mnist-pipeline"), "preset", "time-to-accuracy"], cwd=project, env=c_locale(), capture_output=True
+    )
     assert done.returncode == 0 and b"preprocess.deskew: false -> true" in done.stdout, done.stderr.decode()
     assert params.read_bytes().startswith(f"# {text}\n".encode())
 
@@ -251,15 +323,25 @@ def test_text_is_written_and_read_as_utf8_whatever_the_locale(project):
 @pytest.mark.slow
 @pytest.mark.parametrize("platform", ["gpu", "cuda"])
 def test_a_jax_platform_this_machine_lacks_is_one_line(project, platform):
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "MNIST_PIPELINE_LOCK": str(project / ".lock"),
-           "JAX_PLATFORMS": platform}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT / "src"),
+        "MNIST_PIPELINE_LOCK": str(project / ".lock"),
+        "JAX_PLATFORMS": platform,
+    }
     probe = subprocess.run([sys.executable, "-c", "import jax; jax.devices()"], env=env, capture_output=True)
     if probe.returncode == 0:
         pytest.skip(f"this machine has a working JAX_PLATFORMS={platform} backend")
     write_raw(project / "data" / "raw")
     run_stages(project, ["preprocess"])
-    done = subprocess.run([str(BIN / "mnist-pipeline"), "train", "--variant", "jit"], cwd=project, env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [str(BIN / "mnist-pipeline"), "train", "--variant", "jit"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     line = one_line(done)  # JAX's own error was a 55-line traceback
     assert line.startswith(f"error: JAX_PLATFORMS={platform}: JAX cannot start that backend here (")
     assert "set JAX_PLATFORMS=cpu, or unset it" in line
@@ -276,12 +358,15 @@ def test_sweep_queue_outside_a_git_repository_says_so(project, monkeypatch, caps
 
 
 def test_an_empty_grid_list_beside_other_keys_is_refused(project):
-    (project / "s.yaml").write_text("grid:\n  train.step_size: [0.1]\n  train.epochs: []\npoints:\n"
-                                    "  - {train.epochs: 2}\n")  # the grid used to be dropped, the point kept
+    (project / "s.yaml").write_text(
+        "grid:\n  train.step_size: [0.1]\n  train.epochs: []\npoints:\n  - {train.epochs: 2}\n"
+    )  # the grid used to be dropped, the point kept
     with pytest.raises(PipelineError) as err:
         sweeps.load(project / "s.yaml", project / "params.yaml")
-    assert str(err.value) == (f"{project / 's.yaml'}: grid: 'train.epochs' has no values, which leaves the grid no"
-                              " combination; give it at least one value or remove it")
+    assert str(err.value) == (
+        f"{project / 's.yaml'}: grid: 'train.epochs' has no values, which leaves the grid no"
+        " combination; give it at least one value or remove it"
+    )
 
 
 # --- signals and kills ----------------------------------------------------------------------------------
@@ -290,8 +375,14 @@ def test_an_empty_grid_list_beside_other_keys_is_refused(project):
 def _start_profile(project: Path) -> subprocess.Popen:
     """The profile stage on tiny data, started; returns once its temporary folder exists."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "MNIST_PIPELINE_LOCK": str(project / ".lock")}
-    proc = subprocess.Popen([str(BIN / "mnist-pipeline"), "profile", "--variant", "jit"], cwd=project, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [str(BIN / "mnist-pipeline"), "profile", "--variant", "jit"],
+        cwd=project,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     while not list((project / "reports" / "profile").glob(f"{atomic.TMP_PREFIX}jit.*")):
         assert proc.poll() is None, proc.communicate()[1]
@@ -360,9 +451,13 @@ def test_a_kill_between_the_renames_never_loses_the_earlier_output(tmp_path, mod
     target = tmp_path / "out"
     with atomic.atomic_dir(target) as tmp:
         (tmp / "version").write_text("earlier")
-    done = subprocess.run([sys.executable, "-c", KILL_BETWEEN_RENAMES, str(target), mode.split()[0]],
-                          capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    done = subprocess.run(
+        [sys.executable, "-c", KILL_BETWEEN_RENAMES, str(target), mode.split()[0]],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
     assert done.returncode == -signal.SIGKILL, done.stderr
     if mode == "exchange":  # swapped in one step: the new output is whole, the earlier one waits to be swept
         assert (target / "version").read_text() == "new"
@@ -378,11 +473,21 @@ def test_a_kill_between_the_renames_never_loses_the_earlier_output(tmp_path, mod
 @pytest.mark.real_data
 @pytest.mark.slow
 def test_sigterm_during_download_leaves_nothing(tmp_path, mirror):
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "MNIST_MIRROR": str(mirror),
-           "MNIST_PIPELINE_LOCK": str(tmp_path / ".lock")}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT / "src"),
+        "MNIST_MIRROR": str(mirror),
+        "MNIST_PIPELINE_LOCK": str(tmp_path / ".lock"),
+    }
     write_params(tmp_path / "params.yaml", tiny_params_dict())
-    proc = subprocess.Popen([str(BIN / "mnist-pipeline"), "download"], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [str(BIN / "mnist-pipeline"), "download"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     # inside TFDS's preparation: it has begun writing its TFRecords into the stage's temporary folder
     while not list((tmp_path / "data").glob(f"{atomic.TMP_PREFIX}raw.*/tfds-work/**/*.tfrecord*")):

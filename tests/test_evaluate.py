@@ -72,8 +72,9 @@ def test_corrupt_model_names_the_train_stage(tmp_path, tiny_processed, damage):
         from safetensors.numpy import save
 
         path.parent.mkdir(parents=True)
-        path.write_bytes(save({"layer0.weight": np.zeros((10, 784), np.float32),
-                               "layer0.bias": np.zeros(10, np.float32)}))
+        path.write_bytes(
+            save({"layer0.weight": np.zeros((10, 784), np.float32), "layer0.bias": np.zeros(10, np.float32)})
+        )
     with pytest.raises(PipelineError, match=r"jit.safetensors: .*re-run (the )?'train@jit") as err:
         evaluate("jit", tiny_processed, tmp_path)
     assert "\n" not in str(err.value)

@@ -28,8 +28,12 @@ except PipelineError as err:
 
 
 def wait(lock: Path, timeout: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), runtime.LOCK_ENV: str(lock),
-           runtime.LOCK_TIMEOUT_ENV: timeout}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT / "src"),
+        runtime.LOCK_ENV: str(lock),
+        runtime.LOCK_TIMEOUT_ENV: timeout,
+    }
     return subprocess.run([sys.executable, "-c", WAITER], env=env, capture_output=True, text=True, timeout=120)
 
 
@@ -60,5 +64,6 @@ def test_a_free_lock_is_taken_without_a_word(tmp_path):
 
 def test_a_bad_limit_is_one_line(tmp_path):
     done = wait(tmp_path / "exclusive.lock", "soon")
-    assert done.returncode == 1 and done.stderr.strip() == ("error: MNIST_PIPELINE_LOCK_TIMEOUT=soon: not a number"
-                                                            " of seconds; set it to e.g. 600, or unset it for an hour")
+    assert done.returncode == 1 and done.stderr.strip() == (
+        "error: MNIST_PIPELINE_LOCK_TIMEOUT=soon: not a number of seconds; set it to e.g. 600, or unset it for an hour"
+    )

@@ -25,8 +25,9 @@ SETTINGS = {"variants": ["jit"], "model.layer_sizes": [784, 64, 10], "profile.tr
 POINT = "sweeps/lr/step_size=0.02"
 
 
-def explained(root: Path, path: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
-              status: int = 0) -> list[str]:
+def explained(
+    root: Path, path: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, status: int = 0
+) -> list[str]:
     """What `mnist-pipeline explain PATH` prints, run in `root`."""
     monkeypatch.chdir(root)
     assert main(["explain", path]) == status
@@ -43,19 +44,23 @@ def line(lines: list[str], label: str) -> str:
 
 # --- fast: paths to jobs, and the refusals ---
 
-@pytest.mark.parametrize(("path", "job"), [
-    ("models/jit_scan.safetensors", "train@jit_scan"),
-    ("metrics/train/jit.full.json", "train@jit"),
-    ("metrics/evaluate/nojit_details.json", "evaluate@nojit"),
-    ("reports/profile/jit_scan/trace/plugins/profile/jit_scan/host.xplane.pb", "profile@jit_scan"),
-    ("data/raw/idx/train-images-idx3-ubyte.gz", "download"),
-    ("data/processed/train_images.npy", "preprocess"),
-    ("data/processed", "preprocess"),
-    ("reports/figures/confusion_jit.png", "report"),
-    ("plots/variants.csv", "report"),
-    ("provenance/check.json", "check"),
-    ("provenance/train_jit_scan.json", "train@jit_scan"),
-])
+
+@pytest.mark.parametrize(
+    ("path", "job"),
+    [
+        ("models/jit_scan.safetensors", "train@jit_scan"),
+        ("metrics/train/jit.full.json", "train@jit"),
+        ("metrics/evaluate/nojit_details.json", "evaluate@nojit"),
+        ("reports/profile/jit_scan/trace/plugins/profile/jit_scan/host.xplane.pb", "profile@jit_scan"),
+        ("data/raw/idx/train-images-idx3-ubyte.gz", "download"),
+        ("data/processed/train_images.npy", "preprocess"),
+        ("data/processed", "preprocess"),
+        ("reports/figures/confusion_jit.png", "report"),
+        ("plots/variants.csv", "report"),
+        ("provenance/check.json", "check"),
+        ("provenance/train_jit_scan.json", "train@jit_scan"),
+    ],
+)
 def test_a_path_names_the_job_that_writes_it(path: str, job: str) -> None:
     from pathlib import PurePosixPath
 
@@ -71,8 +76,10 @@ def test_a_sweep_points_path_names_its_job_under_the_point() -> None:
     assert find_job(PurePosixPath(f"{POINT}/reports/profile/jit/summary.json")) is None  # points run no profile
 
 
-@pytest.mark.parametrize("path", ["logs/train_jit.log", "models/other.safetensors", "params.yaml",
-                                  "sweeps/step_size/compare.html", "/etc/hostname"])
+@pytest.mark.parametrize(
+    "path",
+    ["logs/train_jit.log", "models/other.safetensors", "params.yaml", "sweeps/step_size/compare.html", "/etc/hostname"],
+)
 def test_a_path_no_stage_makes_is_one_line(path: str, tmp_path: Path, capsys, monkeypatch) -> None:
     err = explained(tmp_path, path, capsys, monkeypatch, status=1)
     assert len(err) == 1 and err[0].startswith(f"error: {path}: not an output of any stage; "), err
@@ -91,8 +98,9 @@ def test_an_output_there_without_a_record_and_an_unlisted_variant(tmp_path: Path
     (tmp_path / "metrics/train").mkdir(parents=True)
     (tmp_path / "metrics/train/jit.json").write_text("{}")  # a fresh clone: the baseline, no record
     lines = explained(tmp_path, "metrics/train/jit.json", capsys, monkeypatch)
-    assert line(lines, "made by") == ("train@jit: there, but not recorded as made by it"
-                                      " (provenance/train_jit.json: no such record)")
+    assert line(lines, "made by") == (
+        "train@jit: there, but not recorded as made by it (provenance/train_jit.json: no such record)"
+    )
     assert line(lines, "fix") == "re-run 'train@jit': snakemake --cores all, or dvc repro -f -s train@jit"
     lines = explained(tmp_path, "models/nojit.safetensors", capsys, monkeypatch)
     assert line(lines, "fix") == "list 'nojit' in params.yaml's variants (no tool runs 'train@nojit' until then)"
@@ -104,6 +112,7 @@ def test_digests_are_shortened() -> None:
 
 
 # --- slow: after one Snakemake run and one dvc repro (real MNIST) ---
+
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
@@ -136,7 +145,7 @@ def test_a_model_names_its_job_parameters_code_inputs_and_state(runs, capsys, mo
     assert lines[0] == "models/jit.safetensors"
     assert line(lines, "made by") == "train@jit, recorded in provenance/train_jit.json"
     assert line(lines, "ran by").startswith("snakemake, 20")
-    params = "\n".join(lines[lines.index(next(t for t in lines if t.startswith("  params"))):])
+    params = "\n".join(lines[lines.index(next(t for t in lines if t.startswith("  params"))) :])
     assert "model: " in params and "layer_sizes=[784,64,10]" in params and "train: " in params
     assert "step_size=0.01" in params and "epochs=1" in params
     assert line(lines, "code").split(": ")[1].startswith("src/mnist_jax_pipeline/train.py ")
@@ -162,13 +171,16 @@ def test_a_metrics_file_names_the_model_it_was_made_from(runs, capsys, monkeypat
 
 @pytest.mark.slow
 @pytest.mark.real_data
-@pytest.mark.parametrize(("path", "job", "file"), [
-    ("reports/report.html", "report", "as recorded"),
-    ("reports/figures/confusion_jit.png", "report", "as recorded"),
-    ("data/processed/train_images.npy", "preprocess", "as recorded"),
-    ("data/processed", "preprocess", "7 files, as recorded"),
-    ("provenance/train_jit.json", "train@jit", "the job's provenance record itself"),
-])
+@pytest.mark.parametrize(
+    ("path", "job", "file"),
+    [
+        ("reports/report.html", "report", "as recorded"),
+        ("reports/figures/confusion_jit.png", "report", "as recorded"),
+        ("data/processed/train_images.npy", "preprocess", "as recorded"),
+        ("data/processed", "preprocess", "7 files, as recorded"),
+        ("provenance/train_jit.json", "train@jit", "the job's provenance record itself"),
+    ],
+)
 def test_a_report_a_file_in_a_folder_and_a_record(runs, path, job, file, capsys, monkeypatch) -> None:
     lines = explained(runs["snakemake"], path, capsys, monkeypatch)
     assert line(lines, "made by").startswith(f"{job}, recorded in provenance/")
@@ -176,21 +188,24 @@ def test_a_report_a_file_in_a_folder_and_a_record(runs, path, job, file, capsys,
     assert line(lines, "current") == "yes"
     if job == "report":  # every section
         text = "\n".join(lines)
-        assert all(f"{section}: " in text for section in ("data", "preprocess", "model", "train", "variants",
-                                                           "profile"))
+        assert all(
+            f"{section}: " in text for section in ("data", "preprocess", "model", "train", "variants", "profile")
+        )
 
 
 @pytest.mark.slow
 @pytest.mark.real_data
-@pytest.mark.parametrize("path", ["models/jit.safetensors", "data/processed/train_images.npy",
-                                  "provenance/train_jit.json"])
+@pytest.mark.parametrize(
+    "path", ["models/jit.safetensors", "data/processed/train_images.npy", "provenance/train_jit.json"]
+)
 def test_snakemake_and_dvc_give_the_same_answer_but_for_the_tool(runs, path, capsys, monkeypatch) -> None:
     by_snakemake = explained(runs["snakemake"], path, capsys, monkeypatch)
     by_dvc = explained(runs["dvc"], path, capsys, monkeypatch)
     assert line(by_snakemake, "ran by").startswith("snakemake, ")
     assert line(by_dvc, "ran by").startswith("dvc, ")
-    assert [t for t in by_snakemake if not t.startswith("  ran by")] == [t for t in by_dvc
-                                                                         if not t.startswith("  ran by")]
+    assert [t for t in by_snakemake if not t.startswith("  ran by")] == [
+        t for t in by_dvc if not t.startswith("  ran by")
+    ]
 
 
 @pytest.mark.slow
@@ -200,8 +215,9 @@ def test_an_edited_parameter_is_named_with_the_fix(runs, capsys, monkeypatch) ->
     with kept(ws / "params.yaml"):
         set_params(ws, **{"train.step_size": 0.02})
         lines = explained(ws, "models/jit.safetensors", capsys, monkeypatch)
-        assert line(lines, "current") == ("no: models/jit.safetensors: made with train.step_size: 0.01 in the"
-                                          " record, 0.02 in params.yaml")
+        assert line(lines, "current") == (
+            "no: models/jit.safetensors: made with train.step_size: 0.01 in the record, 0.02 in params.yaml"
+        )
         assert line(lines, "fix") == "re-run 'train@jit': snakemake --cores all, or dvc repro -f -s train@jit"
         assert "step_size=0.01 (params.yaml: 0.02)" in "\n".join(lines)
         downstream = explained(ws, "metrics/evaluate/jit.json", capsys, monkeypatch)

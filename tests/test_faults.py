@@ -37,10 +37,12 @@ def _umount(target: Path) -> None:
     subprocess.run(["umount", str(target)], capture_output=True)
 
 
-@pytest.mark.parametrize(("options", "reason"), [("size=64k", "No space left on device"),
-                                                 ("ro,size=1m", "Read-only file system")])
-def test_full_or_read_only_disk_gives_a_clear_error_and_no_partial_file(tmp_path, make_params, tiny_processed,
-                                                                        options, reason):
+@pytest.mark.parametrize(
+    ("options", "reason"), [("size=64k", "No space left on device"), ("ro,size=1m", "Read-only file system")]
+)
+def test_full_or_read_only_disk_gives_a_clear_error_and_no_partial_file(
+    tmp_path, make_params, tiny_processed, options, reason
+):
     models = tmp_path / "models"
     if not _mount_tmpfs(models, options):
         pytest.skip("cannot mount a tmpfs here (needs root): the full/read-only disk case is not exercised")
@@ -63,14 +65,26 @@ def test_read_only_folder_by_its_permissions(tmp_path, make_params, tiny_process
     models.mkdir()
     models.chmod(0o555)
     write_params(tmp_path / "params.yaml", make_params(train__epochs=1).to_dict())
-    done = subprocess.run([*without_root_powers(), str(Path(sys.executable).parent / "mnist-pipeline"), "train",
-                           "--variant", "jit", "--processed", str(tiny_processed)], cwd=tmp_path,
-                          env={**env(), "PYTHONPATH": str(ROOT / "src"), "MNIST_PIPELINE_LOCK": str(tmp_path / "lock")},
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            *without_root_powers(),
+            str(Path(sys.executable).parent / "mnist-pipeline"),
+            "train",
+            "--variant",
+            "jit",
+            "--processed",
+            str(tiny_processed),
+        ],
+        cwd=tmp_path,
+        env={**env(), "PYTHONPATH": str(ROOT / "src"), "MNIST_PIPELINE_LOCK": str(tmp_path / "lock")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines()[-1] == (
-        "error: models/jit.safetensors: cannot write (Permission denied); check the folder's permissions and"
-        " free space")
+        "error: models/jit.safetensors: cannot write (Permission denied); check the folder's permissions and free space"
+    )
     assert list(models.iterdir()) == []
 
 
@@ -113,14 +127,22 @@ def _kill_training_when_it_runs(proc: subprocess.Popen, ws: Path, timeout: float
 def nothing_new(ws: Path, folder: str) -> bool:
     """`folder` holds no new or changed file: only the committed (the baseline's), or fewer (Snakemake
     deletes a failed job's outputs)."""
-    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all", "--", folder], cwd=ws,
-                            capture_output=True, text=True, check=True).stdout
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all", "--", folder],
+        cwd=ws,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return not [line for line in status.splitlines() if line[:2].strip() != "D" and not line.endswith(".gitignore")]
 
 
 def _logs(ws: Path) -> str:
-    return "".join(p.read_text(errors="replace") for p in (ws / "logs").glob("train_*.log")) \
-        if (ws / "logs").exists() else ""
+    return (
+        "".join(p.read_text(errors="replace") for p in (ws / "logs").glob("train_*.log"))
+        if (ws / "logs").exists()
+        else ""
+    )
 
 
 @pytest.mark.slow
@@ -128,8 +150,14 @@ def _logs(ws: Path) -> str:
 def test_kill_during_training_snakemake(prepared):
     ws = prepared
     set_params(ws, **{"train.epochs": 400})
-    proc = subprocess.Popen(["snakemake", "--cores", "all"], cwd=ws, env=env(ws), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        ["snakemake", "--cores", "all"],
+        cwd=ws,
+        env=env(ws),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     _kill_training_when_it_runs(proc, ws)
     output, _ = proc.communicate(timeout=120)
     assert proc.returncode != 0, output
@@ -143,8 +171,9 @@ def test_kill_during_training_snakemake(prepared):
 def test_kill_during_training_dvc(prepared):
     ws = prepared
     set_params(ws, **{"train.epochs": 400})
-    proc = subprocess.Popen(["dvc", "repro"], cwd=ws, env=env(ws), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        ["dvc", "repro"], cwd=ws, env=env(ws), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     deadline = time.monotonic() + 240
     killed = False
     while time.monotonic() < deadline and not killed:
@@ -175,8 +204,7 @@ def test_two_runs_at_once_one_is_refused_by_the_lock(prepared, tool):
         set_params(ws, **{"train.epochs": 1})
         sh(ws, "snakemake", "--cores", "all")  # everything up to date, and recorded in dvc.lock
     set_params(ws, **{"train.epochs": 20 if tool == "snakemake" else 21})  # a run long enough to overlap
-    first = subprocess.Popen(command, cwd=ws, env=env(ws), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             text=True)
+    first = subprocess.Popen(command, cwd=ws, env=env(ws), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 120
     while _training_process(first) is None:  # the first run holds its lock once a stage runs
         assert first.poll() is None and time.monotonic() < deadline, "the first run never started training"

@@ -45,8 +45,7 @@ def test_a_changed_parameter_output_or_input_makes_the_job_stale(project):
     raw = tiny_params_dict(variants=["jit"])
     raw["preprocess"]["seed"] = 7
     write_params(project / "params.yaml", raw)
-    assert problems("preprocess") == [
-        "data/processed: made with preprocess.seed: 0 in the record, 7 in params.yaml"]
+    assert problems("preprocess") == ["data/processed: made with preprocess.seed: 0 in the record, 7 in params.yaml"]
     write_params(project / "params.yaml", tiny_params_dict(variants=["jit"]))
     (project / "data/processed/stats.json").write_text("{}")
     assert problems("preprocess") == ["data/processed/stats.json: changed since 'preprocess' wrote it"]
@@ -74,7 +73,8 @@ def test_a_stage_refuses_inputs_that_are_not_current_in_one_line(project, capsys
     assert main(["train", "--variant", "jit"]) == 1
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         "error: data/processed/train_labels.npy: changed since 'preprocess' wrote it; re-run 'preprocess':"
-        " snakemake --cores all, or dvc repro -f -s preprocess")
+        " snakemake --cores all, or dvc repro -f -s preprocess"
+    )
     assert not (project / "models").exists()
 
 

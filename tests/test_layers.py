@@ -33,8 +33,22 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("stages", frozenset({"train", "evaluate", "profiling", "report"})),
     # The comparison commands (`compare`, `show`) draw their page with the report's figures and templates.
     ("comparison", frozenset({"comparison", "viewer"})),
-    ("stage table", frozenset({"commands", "stages", "code_deps", "generate", "snakemake_paths", "freshness",
-                               "explain", "crate", "dvc_lock"})),
+    (
+        "stage table",
+        frozenset(
+            {
+                "commands",
+                "stages",
+                "code_deps",
+                "generate",
+                "snakemake_paths",
+                "freshness",
+                "explain",
+                "crate",
+                "dvc_lock",
+            }
+        ),
+    ),
     ("entry point", frozenset({"cli"})),
 )
 # Layers whose units are independent of each other: one stage reads another's outputs through
@@ -116,9 +130,12 @@ def plugin_violations(path: Path, text: str | None = None) -> list[str]:
     """One line per import of the package by the logger plugin's module at `path` that is not the foundation."""
     text = path.read_text(encoding="utf-8") if text is None else text
     foundation_name, foundation = LAYERS[0]
-    return [f"{path.relative_to(SRC.parents[1])}:{line} imports {PACKAGE}.{target}: the logger plugin may import"
-            f" the '{foundation_name}' layer only" for line, target in imported("", path, text, relative=False)
-            if unit_of(target) not in foundation]
+    return [
+        f"{path.relative_to(SRC.parents[1])}:{line} imports {PACKAGE}.{target}: the logger plugin may import"
+        f" the '{foundation_name}' layer only"
+        for line, target in imported("", path, text, relative=False)
+        if unit_of(target) not in foundation
+    ]
 
 
 def test_the_logger_plugin_imports_the_foundation_only() -> None:
@@ -130,9 +147,14 @@ def test_the_logger_plugin_imports_the_foundation_only() -> None:
     assert used == {"console"}, used  # what it imports today: a change here is deliberate
 
 
-@pytest.mark.parametrize("source", ["from mnist_jax_pipeline.config import load\n",
-                                    "def f():\n    import mnist_jax_pipeline.freshness\n",
-                                    "from mnist_jax_pipeline import console, cli\n"])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from mnist_jax_pipeline.config import load\n",
+        "def f():\n    import mnist_jax_pipeline.freshness\n",
+        "from mnist_jax_pipeline import console, cli\n",
+    ],
+)
 def test_a_plugin_import_above_the_foundation_is_named(source: str) -> None:
     found = plugin_violations(PLUGIN_SRC / "lines.py", source)
     assert len(found) == 1 and "the logger plugin may import the 'foundation' layer only" in found[0], found
@@ -151,17 +173,23 @@ def test_imports_point_down() -> None:
 
 
 def test_no_module_shadows_the_standard_library() -> None:
-    shadowing = [f"{path.relative_to(SRC.parents[1])}: '{path.stem}' is a standard-library module; rename it"
-                 for _, path in modules() if path.stem in sys.stdlib_module_names]
+    shadowing = [
+        f"{path.relative_to(SRC.parents[1])}: '{path.stem}' is a standard-library module; rename it"
+        for _, path in modules()
+        if path.stem in sys.stdlib_module_names
+    ]
     assert shadowing == [], "\n".join(shadowing)
 
 
-@pytest.mark.parametrize(("source", "expected"), [
-    ("from ..cli import main\n", "mnist_jax_pipeline.cli: layer 'entry point' is above 'model'"),
-    ("from .report.figures import draw\n", "mnist_jax_pipeline.report.figures: layer 'stages' is above 'model'"),
-    ("def f():\n    from mnist_jax_pipeline import train\n", "mnist_jax_pipeline.train: layer 'stages' is above"),
-    ("from . import config, loops\n", "mnist_jax_pipeline.loops: layer 'loops' is above 'model'"),
-])
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("from ..cli import main\n", "mnist_jax_pipeline.cli: layer 'entry point' is above 'model'"),
+        ("from .report.figures import draw\n", "mnist_jax_pipeline.report.figures: layer 'stages' is above 'model'"),
+        ("def f():\n    from mnist_jax_pipeline import train\n", "mnist_jax_pipeline.train: layer 'stages' is above"),
+        ("from . import config, loops\n", "mnist_jax_pipeline.loops: layer 'loops' is above 'model'"),
+    ],
+)
 def test_a_climbing_import_is_named(source: str, expected: str) -> None:
     found = violations("model", SRC / "model.py", source)
     assert len(found) == 1 and expected in found[0], found
@@ -170,8 +198,10 @@ def test_a_climbing_import_is_named(source: str, expected: str) -> None:
 
 def test_a_stage_importing_another_stage_is_named() -> None:
     found = violations("report.memory", SRC / "report" / "memory.py", "from ..profiling.pprof import short_frame\n")
-    assert found == ["src/mnist_jax_pipeline/report/memory.py:1 imports mnist_jax_pipeline.profiling.pprof:"
-                     " 'report' and 'profiling' are independent stages"]
+    assert found == [
+        "src/mnist_jax_pipeline/report/memory.py:1 imports mnist_jax_pipeline.profiling.pprof:"
+        " 'report' and 'profiling' are independent stages"
+    ]
 
 
 def test_an_import_within_a_unit_or_downwards_passes() -> None:

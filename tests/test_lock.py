@@ -30,8 +30,14 @@ def uv() -> str:
 
 
 def check(root: Path, uv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", str(root / UPDATE), "--check"], cwd=root, capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "UV": uv})
+    return subprocess.run(
+        ["bash", str(root / UPDATE), "--check"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "UV": uv},
+    )
 
 
 @pytest.fixture
@@ -75,8 +81,9 @@ def _pinned(path: Path) -> set[str]:
 
 def test_every_export_pins_with_hashes_and_the_runtime_has_no_dev_tools() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    jax_extras = [name for name, reqs in project["optional-dependencies"].items()
-                  if any(req.startswith("jax[") for req in reqs)]
+    jax_extras = [
+        name for name, reqs in project["optional-dependencies"].items() if any(req.startswith("jax[") for req in reqs)
+    ]
     names = ["runtime", "dev", *jax_extras]
     for name in names:
         text = (ROOT / "requirements" / f"{name}.txt").read_text()

@@ -73,8 +73,13 @@ def test_every_loop_uses_the_epoch(make_params, tiny_processed):
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_jit_scan_agrees_with_jit(tmp_path, make_params, tiny_processed, shuffle):
     # 600 examples, batch 64: 9 full batches in the scan plus a partial one of 24, as in the loop
-    params = make_params(model__layer_sizes=[784, 64, 64, 10], train__epochs=3, train__batch_size=64,
-                         train__step_size=0.01, train__shuffle=shuffle)
+    params = make_params(
+        model__layer_sizes=[784, 64, 64, 10],
+        train__epochs=3,
+        train__batch_size=64,
+        train__step_size=0.01,
+        train__shuffle=shuffle,
+    )
     run(tmp_path, params, tiny_processed, "jit")
     metrics = run(tmp_path, params, tiny_processed, "jit_scan")
     assert metrics.compile_seconds > 0 and metrics.steps_per_epoch == 10
@@ -112,8 +117,9 @@ def test_sharded_over_two_cpu_devices_equals_one_device(tmp_path):
         folder = tmp_path / f"d{count}"
         folder.mkdir()
         env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={count}"}
-        done = subprocess.run([sys.executable, "-c", SHARDED, str(folder)], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [sys.executable, "-c", SHARDED, str(folder)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         assert json.loads(done.stdout.strip().splitlines()[-1])["devices"] == count
         results[count], _ = load_model(paths.MODEL.at("jit_scan", folder), "train@jit_scan")
@@ -125,8 +131,13 @@ def test_sharded_over_two_cpu_devices_equals_one_device(tmp_path):
 
 @pytest.mark.slow
 def test_benchmark_smoke_run():
-    done = subprocess.run([sys.executable, "benchmarks/bench_train.py", "--synthetic", "--examples", "1024",
-                           "--rounds", "2", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "benchmarks/bench_train.py", "--synthetic", "--examples", "1024", "--rounds", "2", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode in (0, 3), done.stderr[-3000:]  # 3: a round's epoch beat its reference (a loaded machine)
     report = json.loads(done.stdout)
     assert set(report["epoch_seconds"]) == {"tutorial", *variants.names()}
@@ -165,15 +176,17 @@ def test_onecycle_edges_have_no_division_by_zero(fraction):
     assert values[0] == (1.0 if fraction == 0 else 0.0) and values[10] == (0.0 if fraction == 0 else 1.0)
 
 
-@pytest.mark.parametrize(("optimizer", "nesterov", "reference"), [
-    ("momentum", True, lambda: optax.sgd(0.1, momentum=0.7, nesterov=True)),
-    ("adam", True, lambda: optax.adam(0.1, b1=0.7, b2=0.9, nesterov=True)),
-    ("adam", False, lambda: optax.adam(0.1, b1=0.7, b2=0.9)),
-])
+@pytest.mark.parametrize(
+    ("optimizer", "nesterov", "reference"),
+    [
+        ("momentum", True, lambda: optax.sgd(0.1, momentum=0.7, nesterov=True)),
+        ("adam", True, lambda: optax.adam(0.1, b1=0.7, b2=0.9, nesterov=True)),
+        ("adam", False, lambda: optax.adam(0.1, b1=0.7, b2=0.9)),
+    ],
+)
 def test_optimizer_keys_reach_optax(make_params, optimizer, nesterov, reference):
     """Adam's b1 is train.momentum and its b2 train.beta2; nesterov reaches momentum and Adam."""
-    config = train_config(make_params, optimizer=optimizer, step_size=0.1, momentum=0.7, beta2=0.9,
-                          nesterov=nesterov)
+    config = train_config(make_params, optimizer=optimizer, step_size=0.1, momentum=0.7, beta2=0.9, nesterov=nesterov)
     ours, theirs = make_optimizer(config, 10), reference()
     params = {"w": np.ones(3, np.float32)}
     state_a, state_b = ours.init(params), theirs.init(params)
@@ -200,11 +213,21 @@ def test_nesterov_changes_the_momentum_and_adam_updates(make_params):
 LEVERS = {
     "he init, zero output": {"model__init": "he", "model__output_init": "zeros"},
     "normal init, zero output": {"model__output_init": "zeros"},
-    "adam nesterov, onecycle, smoothing": {"train__optimizer": "adam", "train__step_size": 0.003,
-                                           "train__nesterov": True, "train__momentum": 0.8, "train__beta2": 0.95,
-                                           "train__schedule": "onecycle", "train__label_smoothing": 0.1},
-    "momentum nesterov, onecycle": {"train__optimizer": "momentum", "train__nesterov": True,
-                                    "train__schedule": "onecycle", "train__warmup_fraction": 0.2},
+    "adam nesterov, onecycle, smoothing": {
+        "train__optimizer": "adam",
+        "train__step_size": 0.003,
+        "train__nesterov": True,
+        "train__momentum": 0.8,
+        "train__beta2": 0.95,
+        "train__schedule": "onecycle",
+        "train__label_smoothing": 0.1,
+    },
+    "momentum nesterov, onecycle": {
+        "train__optimizer": "momentum",
+        "train__nesterov": True,
+        "train__schedule": "onecycle",
+        "train__warmup_fraction": 0.2,
+    },
 }
 
 
@@ -212,8 +235,13 @@ LEVERS = {
 @pytest.mark.parametrize("levers", list(LEVERS))
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_every_lever_runs_alike_in_every_variant(tmp_path, make_params, tiny_processed, levers, shuffle):
-    params = make_params(model__layer_sizes=[784, 32, 10], train__epochs=2, train__batch_size=64,
-                         train__shuffle=shuffle, **LEVERS[levers])
+    params = make_params(
+        model__layer_sizes=[784, 32, 10],
+        train__epochs=2,
+        train__batch_size=64,
+        train__shuffle=shuffle,
+        **LEVERS[levers],
+    )
     models = {}
     for variant in variants.names():
         run(tmp_path, params, tiny_processed, variant)
@@ -227,8 +255,22 @@ def test_every_lever_runs_alike_in_every_variant(tmp_path, make_params, tiny_pro
 
 @pytest.mark.slow
 def test_time_to_accuracy_benchmark_smoke_run():
-    done = subprocess.run([sys.executable, "benchmarks/bench_time_to_accuracy.py", "--synthetic", "--examples",
-                           "1024", "--seeds", "0,1", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "benchmarks/bench_time_to_accuracy.py",
+            "--synthetic",
+            "--examples",
+            "1024",
+            "--seeds",
+            "0,1",
+            "--json",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout)
     assert report["target"] == 0.985 and report["seeds"] == 2 and report["epochs"] == 2
@@ -253,8 +295,13 @@ def test_time_to_accuracy_benchmark_on_the_download_stages_data_matches_the_pipe
     from mnist_jax_pipeline.model import loss_and_accuracy
 
     raw = write_raw(tmp_path / "raw")
-    done = subprocess.run([sys.executable, "benchmarks/bench_time_to_accuracy.py", "--raw", str(raw), "--seeds", "0",
-                           "--json"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "benchmarks/bench_time_to_accuracy.py", "--raw", str(raw), "--seeds", "0", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout)
     assert report["data"].endswith("(the download stage)") and report["train_examples"] == 600

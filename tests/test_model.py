@@ -46,8 +46,10 @@ def test_he_initialisation_has_std_sqrt_2_over_fan_in_and_zero_biases():
     tutorial = init_params(SIZES, jax.random.PRNGKey(0), 1.0)
     for (w, _), (wt, _), fan_in in zip(params, tutorial, SIZES[:-1], strict=True):
         np.testing.assert_allclose(w, np.sqrt(2 / fan_in) * np.asarray(wt), rtol=1e-6)
-    assert all(np.array_equal(w, v) for (w, _), (v, _) in
-               zip(params, init_params(SIZES, jax.random.PRNGKey(0), 5.0, init="he"), strict=True))
+    assert all(
+        np.array_equal(w, v)
+        for (w, _), (v, _) in zip(params, init_params(SIZES, jax.random.PRNGKey(0), 5.0, init="he"), strict=True)
+    )
 
 
 @pytest.mark.parametrize("init", ["normal", "he"])

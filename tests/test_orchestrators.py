@@ -28,19 +28,22 @@ def snakemake_stages() -> dict[str, dict]:
 
     stages = {}
     with SnakemakeApi(OutputSettings()) as api:
-        workflow = api.workflow(resource_settings=ResourceSettings(cores=1),
-                                snakefile=ROOT / "Snakefile", workdir=ROOT)._workflow
+        workflow = api.workflow(
+            resource_settings=ResourceSettings(cores=1), snakefile=ROOT / "Snakefile", workdir=ROOT
+        )._workflow
         variants = list(workflow.config["variants"])
         params = load(ROOT / "params.yaml")
         dvc_stages = {stage.name for stage in STAGES}
         for rule in workflow.rules:
             if rule.name not in dvc_stages:  # `all`, and the sweep rules (DVC queues sweeps as experiments)
                 continue
-            assert rule.shellcmd.startswith(LOG_PREFIX) and rule.shellcmd.endswith(LOG_SUFFIX), \
+            assert rule.shellcmd.startswith(LOG_PREFIX) and rule.shellcmd.endswith(LOG_SUFFIX), (
                 f"rule {rule.name} does not keep a log"
+            )
             assert rule.log, f"rule {rule.name} has no log:"
             wildcard = "{variant" in str(list(rule.output))
             for variant in variants if wildcard else [None]:
+
                 def fill(text: str, v: str | None = variant) -> str:
                     text = re.sub(r"\{variant(,[^}]*)?\}", v or "", str(text))
                     return text.replace("{wildcards.variant}", v or "")
@@ -48,7 +51,7 @@ def snakemake_stages() -> dict[str, dict]:
                 name = f"{rule.name}@{variant}" if wildcard else rule.name
                 job = freshness.Job(get(rule.name), variant)
                 stages[name] = {
-                    "cmd": fill(rule.shellcmd[len(LOG_PREFIX): -len(LOG_SUFFIX)]).strip(),
+                    "cmd": fill(rule.shellcmd[len(LOG_PREFIX) : -len(LOG_SUFFIX)]).strip(),
                     # the job's marker and the records of the jobs it reads are Snakemake's means of
                     # re-running by content (freshness.py), not inputs DVC needs; the code files are a
                     # parameter (with their digests, the between-workflow cache's key), not inputs
@@ -69,8 +72,12 @@ def dvc_stages() -> dict[str, dict]:
         for stage in repo.index.stages:
             deps = [d for d in stage.deps if not isinstance(d, ParamsDependency)]
             # a dependency on the whole file (no keys listed): every section of it
-            params = [p for d in stage.deps if isinstance(d, ParamsDependency)
-                      for p in (d.params or load(ROOT / "params.yaml").to_dict())]
+            params = [
+                p
+                for d in stage.deps
+                if isinstance(d, ParamsDependency)
+                for p in (d.params or load(ROOT / "params.yaml").to_dict())
+            ]
             stages[stage.name] = {
                 "cmd": stage.cmd.strip(),
                 "deps": {d.def_path for d in deps},
@@ -123,8 +130,9 @@ def test_every_dvc_dep_is_made_by_a_stage_or_is_code(both):
     for name, stage in dvc.items():
         for dep in stage["deps"]:
             made = any(inside(o, dep) or inside(dep, o) for o in outs)
-            assert made or dep.startswith("src/") or dep == "requirements/runtime.txt", \
+            assert made or dep.startswith("src/") or dep == "requirements/runtime.txt", (
                 f"{name}: {dep} is made by no stage, nor is it code or the runtime lock"
+            )
 
 
 @pytest.mark.slow
@@ -132,8 +140,13 @@ def test_the_default_target_runs_every_stage_dvc_runs(both):
     """`snakemake` (its default target) schedules a job for every stage `dvc repro` runs."""
     import subprocess
 
-    done = subprocess.run(["snakemake", "--dry-run", "--forceall", "--quiet", "rules", "--cores", "1"], cwd=ROOT,
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        ["snakemake", "--dry-run", "--forceall", "--quiet", "rules", "--cores", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     counts = planned_rules(done.stdout + done.stderr)
     _, dvc = both
     expected: dict[str, int] = {}

@@ -29,15 +29,17 @@ def project(tmp_path: Path) -> Path:
 @pytest.mark.slow
 def test_killing_a_jobs_shell_stops_its_stage_before_it_writes(project: Path):
     command = f"{sys.executable} -m mnist_jax_pipeline.cli train --variant nojit 2>&1 | cat"
-    shell = subprocess.Popen(["bash", "-c", command], cwd=project, stdout=subprocess.PIPE, text=True,
-                             start_new_session=True)
+    shell = subprocess.Popen(
+        ["bash", "-c", command], cwd=project, stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         assert shell.stdout is not None
         for line in shell.stdout:  # the stage is training: its first epoch is done
             if "epoch 1/" in line:
                 break
-        stage = next(p for p in psutil.Process(shell.pid).children()
-                     if "mnist_jax_pipeline.cli" in " ".join(p.cmdline()))
+        stage = next(
+            p for p in psutil.Process(shell.pid).children() if "mnist_jax_pipeline.cli" in " ".join(p.cmdline())
+        )
         os.kill(shell.pid, signal.SIGKILL)  # the job's shell, as when its orchestrator is gone
         started = time.monotonic()
         stage.wait(timeout=30)

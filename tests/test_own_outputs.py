@@ -25,10 +25,17 @@ def baseline_runs() -> tuple[list[compare.Run], list[str]]:
     """The committed baseline's variants as compare's runs (read from the repository)."""
     params = compare.flatten(load(ROOT / "params.yaml").to_dict())
     variants = sorted(p.name.removesuffix(".run.json") for p in (ROOT / "metrics" / "train").glob("*.run.json"))
-    runs = [compare.Run(name=v, params={**params, "variant": v},
-                        train=training.read_metrics(v, ROOT).headline(),
-                        evaluation=evaluation.read_metrics(v, ROOT).headline(),
-                        history=training.read_history(v, ROOT), ran_alone=None) for v in variants]
+    runs = [
+        compare.Run(
+            name=v,
+            params={**params, "variant": v},
+            train=training.read_metrics(v, ROOT).headline(),
+            evaluation=evaluation.read_metrics(v, ROOT).headline(),
+            history=training.read_history(v, ROOT),
+            ran_alone=None,
+        )
+        for v in variants
+    ]
     return runs, compare.differing(runs)
 
 
@@ -54,8 +61,12 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def argv(command: str, target: str) -> list[str]:
     """The command writing to `target` (crate: the folder holding ro-crate-metadata.json)."""
-    return {"compare": ["compare", "--dvc", "--out", target], "crate": ["crate", "--out", target],
-            "download": ["download", "--out", target], "preprocess": ["preprocess", "--out", target]}[command]
+    return {
+        "compare": ["compare", "--dvc", "--out", target],
+        "crate": ["crate", "--out", target],
+        "download": ["download", "--out", target],
+        "preprocess": ["preprocess", "--out", target],
+    }[command]
 
 
 def stranger(project: Path) -> Path:
@@ -68,10 +79,10 @@ def stranger(project: Path) -> Path:
 
 
 @pytest.mark.parametrize("command", ["compare", "crate", "download", "preprocess"])
-@pytest.mark.parametrize("target", [".git/config", ".git", "params.yaml", "README.md", "theirs/page.html",
-                                    "theirs"])
-def test_no_command_writes_over_a_file_it_did_not_make(project: Path, capsys: pytest.CaptureFixture[str],
-                                                       command: str, target: str) -> None:
+@pytest.mark.parametrize("target", [".git/config", ".git", "params.yaml", "README.md", "theirs/page.html", "theirs"])
+def test_no_command_writes_over_a_file_it_did_not_make(
+    project: Path, capsys: pytest.CaptureFixture[str], command: str, target: str
+) -> None:
     stranger(project)
     path = project.parent / target if target.startswith("theirs") else project / target
     before = {p: p.read_bytes() for p in [path, *(path.rglob("*") if path.is_dir() else [])] if p.is_file()}
@@ -94,10 +105,14 @@ def test_compare_and_crate_rewrite_their_own_output(project: Path, tmp_path: Pat
 
 def test_a_refusal_names_why(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     theirs = stranger(project)
-    expected = {".git/config": "inside .git/, git's own files", "README.md": "tracked by git",
-                str(theirs / "page.html"): "a file `mnist-pipeline compare` did not make"}
+    expected = {
+        ".git/config": "inside .git/, git's own files",
+        "README.md": "tracked by git",
+        str(theirs / "page.html"): "a file `mnist-pipeline compare` did not make",
+    }
     for target, reason in expected.items():
         assert main(argv("compare", target)) == 1
         assert capsys.readouterr().err.strip() == (
             f"error: --out {target}: {reason}; `mnist-pipeline compare` writes only a new path or one it made"
-            " itself: choose another path")
+            " itself: choose another path"
+        )

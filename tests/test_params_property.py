@@ -29,10 +29,40 @@ from mnist_jax_pipeline import variants
 from mnist_jax_pipeline.cli import main
 
 SEEDS = ["0", "7", "4294967295", "4294967296", "-1", "99999999999999999999", "1.0", "0x10", "'3'", "true"]
-INTS = ["0", "-3", "1.0", "300.0", "1e2", "0x10", "1_0", "99999999999999999999", "'5'", ".nan", "~", "[1]",
-        "true", "2147483648"]
-FLOATS = ["1e-3", "1E-3", ".5", "0.99", "1", "0", "-0.1", ".inf", "-.inf", ".nan", "1e400", "'0.1'", "true",
-          "1e30", "0x1", "~"]
+INTS = [
+    "0",
+    "-3",
+    "1.0",
+    "300.0",
+    "1e2",
+    "0x10",
+    "1_0",
+    "99999999999999999999",
+    "'5'",
+    ".nan",
+    "~",
+    "[1]",
+    "true",
+    "2147483648",
+]
+FLOATS = [
+    "1e-3",
+    "1E-3",
+    ".5",
+    "0.99",
+    "1",
+    "0",
+    "-0.1",
+    ".inf",
+    "-.inf",
+    ".nan",
+    "1e400",
+    "'0.1'",
+    "true",
+    "1e30",
+    "0x1",
+    "~",
+]
 BOOLS = ["true", "false", "yes", "no", "on", "1", "True", "FALSE", "'true'"]
 
 
@@ -50,12 +80,25 @@ def choice(valid: list[str], odd: list[str]) -> st.SearchStrategy[str]:
 
 LAYER_SIZES = st.one_of(
     st.lists(st.integers(1, 32), max_size=2).map(lambda hidden: str([784, *hidden, 10])),
-    st.sampled_from(["[784, 10]", "[100, 10]", "[784, 0, 10]", "[784, 16.0, 10]", "[784, 7]", "784", "[]",
-                     "[784, 16384, 16384, 10]", "[784, 20000, 10]", "['784', 10]"]),
+    st.sampled_from(
+        [
+            "[784, 10]",
+            "[100, 10]",
+            "[784, 0, 10]",
+            "[784, 16.0, 10]",
+            "[784, 7]",
+            "784",
+            "[]",
+            "[784, 16384, 16384, 10]",
+            "[784, 20000, 10]",
+            "['784', 10]",
+        ]
+    ),
 )
 VARIANT_LISTS = st.one_of(
     st.lists(st.sampled_from(variants.names()), min_size=1, max_size=3, unique=True).map(
-        lambda names: "[" + ", ".join(names) + "]"),
+        lambda names: "[" + ", ".join(names) + "]"
+    ),
     st.sampled_from(["[]", "[jit, jit]", "[nojit]", "[jit, fast]", "jit", "[JIT]"]),
 )
 # Every key of params.yaml, as YAML text: the valid tiny-run value first, then what may be typed instead.
@@ -88,17 +131,37 @@ KEYS: dict[str, st.SearchStrategy[str]] = {
     "profile.top_allocations": ints(1, 50, INTS),
     "profile.trace_steps": ints(1, 20, INTS),
 }
-TINY = {"data.dataset": "mnist", "preprocess.deskew": "false", "preprocess.normalize": "unit",
-        "preprocess.flatten": "true",
-        "preprocess.validation_fraction": "0.1", "preprocess.max_train_examples": "300", "preprocess.seed": "0",
-        "model.layer_sizes": "[784, 16, 10]", "model.init": "normal", "model.init_scale": "0.1",
-        "model.output_init": "same", "model.seed": "0",
-        "train.optimizer": "sgd", "train.step_size": "0.1", "train.momentum": "0.9", "train.beta2": "0.999",
-        "train.nesterov": "false", "train.schedule": "constant", "train.warmup_fraction": "0.3",
-        "train.label_smoothing": "0.0",
-        "train.batch_size": "64", "train.epochs": "1", "train.shuffle": "true", "train.shuffle_seed": "0",
-        "variants": "[nojit, jit, jit_scan]", "profile.top_allocations": "5",
-        "profile.trace_steps": "2"}
+TINY = {
+    "data.dataset": "mnist",
+    "preprocess.deskew": "false",
+    "preprocess.normalize": "unit",
+    "preprocess.flatten": "true",
+    "preprocess.validation_fraction": "0.1",
+    "preprocess.max_train_examples": "300",
+    "preprocess.seed": "0",
+    "model.layer_sizes": "[784, 16, 10]",
+    "model.init": "normal",
+    "model.init_scale": "0.1",
+    "model.output_init": "same",
+    "model.seed": "0",
+    "train.optimizer": "sgd",
+    "train.step_size": "0.1",
+    "train.momentum": "0.9",
+    "train.beta2": "0.999",
+    "train.nesterov": "false",
+    "train.schedule": "constant",
+    "train.warmup_fraction": "0.3",
+    "train.label_smoothing": "0.0",
+    "train.batch_size": "64",
+    "train.epochs": "1",
+    "train.shuffle": "true",
+    "train.shuffle_seed": "0",
+    "variants": "[nojit, jit, jit_scan]",
+    "profile.top_allocations": "5",
+    "profile.trace_steps": "2",
+}
+
+
 def test_the_strategies_cover_every_parameter():
     from pydantic import BaseModel
 
@@ -114,8 +177,11 @@ def test_the_strategies_cover_every_parameter():
 
 
 # Keys a refusal may name when another key of the same rule was changed (rules spanning fields).
-RELATED = {"preprocess.max_train_examples": ["preprocess.validation_fraction"],
-           "model.layer_sizes": ["train.batch_size"], "train.batch_size": ["train.epochs"]}
+RELATED = {
+    "preprocess.max_train_examples": ["preprocess.validation_fraction"],
+    "model.layer_sizes": ["train.batch_size"],
+    "train.batch_size": ["train.epochs"],
+}
 DIVERGED = "the loss became"
 
 
@@ -153,7 +219,8 @@ def error_lines(stderr: str) -> list[str]:
 
 
 changes = st.dictionaries(st.sampled_from(sorted(KEYS)), st.none(), min_size=1, max_size=3).flatmap(
-    lambda chosen: st.fixed_dictionaries({key: KEYS[key] for key in chosen}))
+    lambda chosen: st.fixed_dictionaries({key: KEYS[key] for key in chosen})
+)
 
 
 @pytest.fixture(scope="module")
@@ -178,8 +245,12 @@ def test_a_refusal_is_one_line_naming_the_key(changed: dict[str, str]) -> None:
 
 
 @pytest.mark.slow
-@settings(max_examples=25, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(changed=changes)
 def test_an_accepted_file_runs_every_stage(raw_dir: Path, changed: dict[str, str]) -> None:
     with tempfile.TemporaryDirectory() as folder:

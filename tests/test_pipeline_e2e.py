@@ -34,13 +34,24 @@ def test_both_orchestrators_produce_the_same_files(runs):
     snake, dvc = runs
     a, b = artefacts(snake), artefacts(dvc)
     assert set(a) == set(b)
-    for required in ("reports/report.html", "reports/summary.md", "models/jit.safetensors",
-                     "models/nojit.safetensors", "data/processed/train_images.npy",
-                     "reports/profile/jit/summary.json", "reports/profile/nojit/summary.json",
-                     "reports/profile/jit/trace/plugins/profile/jit/host.xplane.pb"):
+    for required in (
+        "reports/report.html",
+        "reports/summary.md",
+        "models/jit.safetensors",
+        "models/nojit.safetensors",
+        "data/processed/train_images.npy",
+        "reports/profile/jit/summary.json",
+        "reports/profile/nojit/summary.json",
+        "reports/profile/jit/trace/plugins/profile/jit/host.xplane.pb",
+    ):
         assert required in a
-    for rel in ("models/jit.safetensors", "models/nojit.safetensors", "data/processed/train_images.npy",
-                "data/raw/arrays/train_images.npy", "plots/confusion/jit.csv"):
+    for rel in (
+        "models/jit.safetensors",
+        "models/nojit.safetensors",
+        "data/processed/train_images.npy",
+        "data/raw/arrays/train_images.npy",
+        "plots/confusion/jit.csv",
+    ):
         assert a[rel].read_bytes() == b[rel].read_bytes(), f"{rel} differs between the orchestrators"
     # what each output was made from is recorded the same way by both (the records also hash the
     # metrics, whose timings differ from run to run)
@@ -48,8 +59,10 @@ def test_both_orchestrators_produce_the_same_files(runs):
         x, y = (json.loads((ws / record).read_text()) for ws in runs)
         assert (x["params"], x["code"], x["inputs"]) == (y["params"], y["code"], y["inputs"]), record
     model = "models/jit.safetensors"
-    assert json.loads((snake / "provenance/train_jit.json").read_text())["outputs"][model] == \
-        json.loads((dvc / "provenance/train_jit.json").read_text())["outputs"][model]
+    assert (
+        json.loads((snake / "provenance/train_jit.json").read_text())["outputs"][model]
+        == json.loads((dvc / "provenance/train_jit.json").read_text())["outputs"][model]
+    )
 
 
 def test_second_runs_do_nothing(runs):
@@ -81,8 +94,13 @@ def test_dvc_plots_render_curves_and_confusion_matrices(runs):
     output = sh(dvc, "dvc", "plots", "show", "-o", "dvc_plots")
     assert "failed to load" not in output
     page = (dvc / "dvc_plots" / "index.html").read_text()
-    for title in ("Training loss per epoch", "Seconds per epoch", "Confusion matrix (jit)",
-                  "Confusion matrix (nojit)", "Test accuracy per epoch (jit)"):
+    for title in (
+        "Training loss per epoch",
+        "Seconds per epoch",
+        "Confusion matrix (jit)",
+        "Confusion matrix (nojit)",
+        "Test accuracy per epoch (jit)",
+    ):
         assert title in page
 
 

@@ -50,8 +50,7 @@ def test_uncompressed_profile_parses(snapshot: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("keep", [0.5, 0.1])
-def test_truncated_profile_names_file_and_stage(snapshot: Path, tmp_path: Path,
-                                                keep: float) -> None:
+def test_truncated_profile_names_file_and_stage(snapshot: Path, tmp_path: Path, keep: float) -> None:
     blob = snapshot.read_bytes()
     broken = tmp_path / "broken.prof"
     broken.write_bytes(blob[: int(len(blob) * keep)])
@@ -75,8 +74,7 @@ def test_other_sample_types_are_refused(tmp_path: Path) -> None:
         pprof.summarize(cpu)
 
 
-def test_render_never_raises_when_pprof_fails(snapshot: Path, tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_render_never_raises_when_pprof_fails(snapshot: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pprof, "tools", lambda: {"pprof": "/bin/false", "dot": None})
     assert pprof.render(snapshot, tmp_path) == []
     monkeypatch.setattr(pprof, "tools", lambda: {"pprof": None, "dot": None})

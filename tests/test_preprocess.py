@@ -42,7 +42,7 @@ def moments(image: np.ndarray) -> tuple[float, float, float]:
 def test_deskew_stands_a_slanted_stroke_upright_at_the_centre():
     image = np.zeros((28, 28), np.uint8)
     for row in range(4, 22):  # a "/" stroke, off centre: one column left per row down
-        image[row, 20 - (row - 4) // 2: 22 - (row - 4) // 2] = 255
+        image[row, 20 - (row - 4) // 2 : 22 - (row - 4) // 2] = 255
     r0, c0, cov = moments(image)
     assert cov < -5 and abs(c0 - 13.5) > 2
     straight = deskew(image[None])[0]
@@ -66,8 +66,9 @@ def test_deskew_leaves_blank_and_single_row_images_and_works_in_chunks(monkeypat
 
 def test_deskewing_applies_to_every_split_before_normalisation(tiny_raw, make_params):
     out = tiny_raw.parent / "deskewed"
-    config = make_params(preprocess__deskew=True, preprocess__validation_fraction=0.25,
-                         preprocess__normalize="unit").preprocess
+    config = make_params(
+        preprocess__deskew=True, preprocess__validation_fraction=0.25, preprocess__normalize="unit"
+    ).preprocess
     preprocess(config, tiny_raw, out)
     train_idx, val_idx = split_indices(600, config)
     raw_train = np.load(tiny_raw / "arrays/train_images.npy")

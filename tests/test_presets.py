@@ -39,8 +39,7 @@ def test_a_partial_preset_changes_only_its_keys(project, capsys):
     (project / "presets" / "smoke.yaml").write_text("preprocess:\n  max_train_examples: 1000\ntrain:\n  epochs: 1\n")
     before = (project / "params.yaml").read_text()
     assert main(["preset", "smoke"]) == 0
-    assert capsys.readouterr().out.splitlines() == ["preprocess.max_train_examples: 0 -> 1000",
-                                                    "train.epochs: 10 -> 1"]
+    assert capsys.readouterr().out.splitlines() == ["preprocess.max_train_examples: 0 -> 1000", "train.epochs: 10 -> 1"]
     after = (project / "params.yaml").read_text()
     changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines(), strict=True) if a != b]
     assert [b.split("#")[0].strip() for _, b in changed] == ["max_train_examples: 1000", "epochs: 1"]
@@ -63,11 +62,14 @@ def test_an_unknown_preset_is_one_line_listing_the_names(project, capsys):
     assert err == ["error: presets/fast.yaml: no such preset; available: smoke, time-to-accuracy"]
 
 
-@pytest.mark.parametrize(("preset", "expected"), [
-    ("train:\n  epochs: 0\n", "params.yaml with preset 'bad': train.epochs: 0 is less than the minimum of 1"),
-    ("train:\n  lr: 0.1\n", "params.yaml with preset 'bad': unknown key 'train.lr'"),
-    ("- train\n", "presets/bad.yaml: not a mapping of sections to parameters"),
-])
+@pytest.mark.parametrize(
+    ("preset", "expected"),
+    [
+        ("train:\n  epochs: 0\n", "params.yaml with preset 'bad': train.epochs: 0 is less than the minimum of 1"),
+        ("train:\n  lr: 0.1\n", "params.yaml with preset 'bad': unknown key 'train.lr'"),
+        ("- train\n", "presets/bad.yaml: not a mapping of sections to parameters"),
+    ],
+)
 def test_a_preset_that_makes_bad_params_is_refused_and_writes_nothing(project, capsys, preset, expected):
     (project / "presets" / "bad.yaml").write_text(preset)
     before = (project / "params.yaml").read_bytes()

@@ -44,8 +44,9 @@ def tiny_params(layer_sizes: list[int] = SIZES) -> Params:
 TRAIN = 256
 
 
-def write_tiny(base: Path, train: int = TRAIN, test: int = 64, model_variants: tuple[str, ...] = ("jit",)
-               ) -> tuple[Path, Path]:
+def write_tiny(
+    base: Path, train: int = TRAIN, test: int = 64, model_variants: tuple[str, ...] = ("jit",)
+) -> tuple[Path, Path]:
     """Processed arrays with the stage's file names, and models saved as train@<variant> does."""
     rng = np.random.default_rng(0)
     processed = base / "processed"
@@ -57,8 +58,11 @@ def write_tiny(base: Path, train: int = TRAIN, test: int = 64, model_variants: t
         storage.save_array(processed / f"{split}_labels.npy", labels)
     params = [(np.asarray(w), np.asarray(b)) for w, b in init_params(SIZES, jax.random.PRNGKey(1), 0.01)]
     for variant in model_variants:
-        save_model(paths.MODEL.at(variant, base), params, ModelMetadata(
-            variant=variant, layer_sizes=SIZES, params_sha256="0" * 64, jax_version="test"))
+        save_model(
+            paths.MODEL.at(variant, base),
+            params,
+            ModelMetadata(variant=variant, layer_sizes=SIZES, params_sha256="0" * 64, jax_version="test"),
+        )
     return processed, paths.MODEL.at(model_variants[0], base)
 
 
@@ -68,8 +72,14 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     processed, model = write_tiny(base, model_variants=("jit", "jit_scan", "nojit"))
     summary = profile(tiny_params(), "jit", processed, base)
     out = paths.PROFILE.at("jit", base)
-    return {"base": base, "processed": processed, "model": model, "out": out,
-            "summary": summary.model_dump(mode="json"), "typed": summary}
+    return {
+        "base": base,
+        "processed": processed,
+        "model": model,
+        "out": out,
+        "summary": summary.model_dump(mode="json"),
+        "typed": summary,
+    }
 
 
 @pytest.mark.slow
@@ -135,22 +145,25 @@ def test_pprof_renders_top_and_svg(run: dict[str, Any]) -> None:
     assert info["available"] is bool(shutil.which("dot"))
 
 
-def test_missing_pprof_still_succeeds(run: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                      caplog: pytest.LogCaptureFixture) -> None:
+def test_missing_pprof_still_succeeds(
+    run: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setattr(pprof, "tools", lambda: {"pprof": None, "dot": None})
     monkeypatch.setattr(console.details, "propagate", True)  # no job log: the details are logged
     shutil.copytree(run["base"] / "models", tmp_path / "models")
     with caplog.at_level(logging.INFO):
         summary = profile(tiny_params(), "jit", run["processed"], tmp_path)
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
-    assert warnings == ["pprof or Graphviz dot not on PATH: no .top.txt/.svg call graphs (the report says how to"
-                        " install them)"]  # one short line; the install commands are a detail
+    assert warnings == [
+        "pprof or Graphviz dot not on PATH: no .top.txt/.svg call graphs (the report says how to install them)"
+    ]  # one short line; the install commands are a detail
     assert any("go build" in r.getMessage() for r in caplog.records if r.name == console.details.name)
     out = paths.PROFILE.at("jit", tmp_path)
     assert summary.pprof.available is False
     assert "go install github.com/google/pprof@latest" in summary.pprof.install_hint
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        [f"{p}.prof" for p in POINTS] + ["summary.json", paths.TRACE_LOGDIR])
+        [f"{p}.prof" for p in POINTS] + ["summary.json", paths.TRACE_LOGDIR]
+    )
     typed = read_summary("jit", tmp_path)  # a summary without pprof reads back
     assert typed is not None and typed.pprof.binary is None
 
@@ -231,22 +244,26 @@ def test_trace_files_have_fixed_names_and_open(run: dict[str, Any]) -> None:
     assert sorted(p.name for p in session.iterdir()) == sorted(paths.TRACE_FILES.values())
     assert [p.name for p in (out / "trace" / "plugins" / "profile").iterdir()] == ["jit"]  # one session, no date
     assert {role: out / path for role, path in trace.files.items()} == {
-        role: session / name for role, name in paths.TRACE_FILES.items()}
+        role: session / name for role, name in paths.TRACE_FILES.items()
+    }
     declared = paths.PROFILE.files_at("jit", run["base"])  # what Snakemake declares
-    assert [p.relative_to(out).as_posix() for p in declared] == [
-        f"{point}.prof" for point in POINTS] + ["summary.json"] + [
-        f"trace/plugins/profile/jit/{name}" for name in paths.TRACE_FILES.values()]
+    assert [p.relative_to(out).as_posix() for p in declared] == [f"{point}.prof" for point in POINTS] + [
+        "summary.json"
+    ] + [f"trace/plugins/profile/jit/{name}" for name in paths.TRACE_FILES.values()]
     assert all(p.is_file() for p in declared)
     events = op_table.load_events(session / paths.TRACE_FILES["chrome"])  # both JSON files hold the events
     assert [e["args"]["step_num"] for e in events if e.get("name") == op_table.STEP_ANNOTATION] == [
-        str(i) for i in range(5)]
+        str(i) for i in range(5)
+    ]
     assert trace.calls == 5 and trace.unit == "step" and trace.train_steps == 5 and trace.python_tracer
 
 
-@pytest.mark.parametrize(("variant", "unit", "grouped_by"), [("jit_scan", "epoch", "hlo_op"),
-                                                              ("nojit", "step", "hlo_module")])
-def test_every_variant_is_traced_in_its_own_unit(run: dict[str, Any], tmp_path: Path, variant: str, unit: str,
-                                                 grouped_by: str) -> None:
+@pytest.mark.parametrize(
+    ("variant", "unit", "grouped_by"), [("jit_scan", "epoch", "hlo_op"), ("nojit", "step", "hlo_module")]
+)
+def test_every_variant_is_traced_in_its_own_unit(
+    run: dict[str, Any], tmp_path: Path, variant: str, unit: str, grouped_by: str
+) -> None:
     shutil.copytree(run["base"] / "models", tmp_path / "models")
     summary = profile(tiny_params(), variant, run["processed"], tmp_path)
     trace, table = summary.trace, summary.trace.table
@@ -273,11 +290,12 @@ def test_train_step_less_init_is_what_the_step_added(run: dict[str, Any]) -> Non
     assert any(r.bytes == BATCH * 784 * 4 and r.count == 1 for r in diff.rows)
     for snapshot in points.values():  # executables (0 bytes on CPU) are one line, not rows
         assert snapshot.executables is not None and snapshot.executables.count > 0
-        assert all(r.labels.get("kind") != "executable" for r in snapshot.top + (snapshot.diff.rows
-                                                                                if snapshot.diff else []))
+        assert all(
+            r.labels.get("kind") != "executable" for r in snapshot.top + (snapshot.diff.rows if snapshot.diff else [])
+        )
 
 
-@pytest.mark.parametrize("damage", [b"", b"\x1f\x8b\x08\x00garbage", b"{\"traceEvents\": 3}", b"[{\"ph\": \"X\"}]"])
+@pytest.mark.parametrize("damage", [b"", b"\x1f\x8b\x08\x00garbage", b'{"traceEvents": 3}', b'[{"ph": "X"}]'])
 def test_a_damaged_trace_names_the_file_and_the_stage(tmp_path: Path, damage: bytes) -> None:
     path = tmp_path / "perfetto_trace.json.gz"
     path.write_bytes(damage)
@@ -296,13 +314,22 @@ def test_a_truncated_trace_from_the_stage_names_it(run: dict[str, Any], tmp_path
 
 def test_op_table_of_a_synthetic_trace() -> None:
     """Self times less nested ops, an asynchronous op's completion at its `end:` marker, FLOPs from the HLO."""
-    hlo = ("HloModule jit_step, entry_computation_layout={}\n\nENTRY %main.1 (x: f32[2,4], y: f32[4,3]) -> f32[2,3] {\n"
-           "  %x = f32[2,4]{1,0} parameter(0)\n  %y = f32[4,3]{1,0} parameter(1)\n"
-           "  ROOT %dot.1 = f32[2,3]{1,0} dot(%x, %y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n")
+    hlo = (
+        "HloModule jit_step, entry_computation_layout={}\n\nENTRY %main.1 (x: f32[2,4], y: f32[4,3]) -> f32[2,3] {\n"
+        "  %x = f32[2,4]{1,0} parameter(0)\n  %y = f32[4,3]{1,0} parameter(1)\n"
+        "  ROOT %dot.1 = f32[2,3]{1,0} dot(%x, %y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n"
+    )
 
     def op(name: str, ts: float, dur: float, tid: int) -> dict[str, Any]:
-        return {"ph": "X", "name": name, "ts": ts, "dur": dur, "pid": 1, "tid": tid,
-                "args": {"hlo_op": name, "hlo_module": "jit_step", "run_id": "7"}}
+        return {
+            "ph": "X",
+            "name": name,
+            "ts": ts,
+            "dur": dur,
+            "pid": 1,
+            "tid": tid,
+            "args": {"hlo_op": name, "hlo_module": "jit_step", "run_id": "7"},
+        }
 
     events = [
         {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "tf_XLAPjRtCpuClient/1"}},
@@ -359,12 +386,26 @@ def test_xla_memory_analysis_is_the_parameters_and_the_batch(run: dict[str, Any]
 def test_an_op_the_executor_waits_for_is_done_when_the_wait_ends() -> None:
     """A marker of the same op name long after the executor's wait belongs to another run (op by op)."""
     events = [
-        {"ph": "X", "name": "dot.1", "ts": 0, "dur": 10, "pid": 1, "tid": 1,
-         "args": {"hlo_op": "dot.1", "hlo_module": "jit_dot", "run_id": "1"}},
+        {
+            "ph": "X",
+            "name": "dot.1",
+            "ts": 0,
+            "dur": 10,
+            "pid": 1,
+            "tid": 1,
+            "args": {"hlo_op": "dot.1", "hlo_module": "jit_dot", "run_id": "1"},
+        },
         {"ph": "X", "name": op_table.WAIT_FOR_COMPLETION, "ts": 10.5, "dur": 40, "pid": 1, "tid": 1, "args": {}},
         {"ph": "X", "name": "end: dot.1", "ts": 900, "dur": 0.1, "pid": 1, "tid": 2, "args": {}},
-        {"ph": "X", "name": "dot.1", "ts": 950, "dur": 10, "pid": 1, "tid": 1,
-         "args": {"hlo_op": "dot.1", "hlo_module": "jit_dot", "run_id": "2"}},
+        {
+            "ph": "X",
+            "name": "dot.1",
+            "ts": 950,
+            "dur": 10,
+            "pid": 1,
+            "tid": 1,
+            "args": {"hlo_op": "dot.1", "hlo_module": "jit_dot", "run_id": "2"},
+        },
         {"ph": "X", "name": "end: dot.1", "ts": 960.5, "dur": 0.1, "pid": 1, "tid": 1, "args": {}},
     ]
     ops = op_table.op_events(events)

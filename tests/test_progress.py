@@ -30,7 +30,8 @@ def test_off_a_terminal_each_epoch_is_one_plain_line(caplog):
             bar.epoch_finished(epoch, 0.5, 0.25, 0.9, 0.8)
     assert stream.getvalue() == ""
     assert [r.getMessage() for r in caplog.records] == [
-        f"epoch {e}/2  0.500 s  loss 0.250000  train 90.00%  test 80.00%" for e in (1, 2)]
+        f"epoch {e}/2  0.500 s  loss 0.250000  train 90.00%  test 80.00%" for e in (1, 2)
+    ]
 
 
 class Ticks:
@@ -75,8 +76,9 @@ def test_the_bar_follows_the_loops_counter_once_per_refresh():
     assert "1.200 s, 83 steps/s, loss 0.1250, test 94.00%" in last
 
 
-@pytest.mark.parametrize(("setting", "expected"), [("1", True), ("on", True), ("0", False), ("off", False),
-                                                   ("", False), ("auto", False)])
+@pytest.mark.parametrize(
+    ("setting", "expected"), [("1", True), ("on", True), ("0", False), ("off", False), ("", False), ("auto", False)]
+)
 def test_the_setting_forces_or_refuses_the_bar(monkeypatch, setting, expected):
     monkeypatch.setenv(console.PROGRESS_ENV, setting)
     assert console.progress_wanted(io.StringIO()) is expected

@@ -21,8 +21,19 @@ from conftest import ROOT, write_params
 from pythons import find_python, locked_requirements, make_venv
 
 # what `mnist-pipeline train` imports, by name in the lock (the rest follows from uv.lock)
-TRAINING_PACKAGES = ["jax", "jaxlib", "numpy", "optax", "safetensors", "pydantic", "ruamel.yaml", "pyyaml",
-                     "filelock", "psutil", "tqdm"]
+TRAINING_PACKAGES = [
+    "jax",
+    "jaxlib",
+    "numpy",
+    "optax",
+    "safetensors",
+    "pydantic",
+    "ruamel.yaml",
+    "pyyaml",
+    "filelock",
+    "psutil",
+    "tqdm",
+]
 
 TRAIN = """
 import json, platform, sys
@@ -50,8 +61,13 @@ def python312(tmp_path_factory) -> Path:
 def train_jit(python: str | Path, root: Path, params: Path, processed: Path) -> tuple[str, dict[str, str]]:
     """Train `jit` with `python` under `root`: the model file's sha256 and what ran it."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "JAX_PLATFORMS": "cpu"}
-    done = subprocess.run([str(python), "-c", TRAIN, str(params), str(processed), str(root)], cwd=root,
-                          capture_output=True, text=True, env=env)
+    done = subprocess.run(
+        [str(python), "-c", TRAIN, str(params), str(processed), str(root)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert done.returncode == 0, f"{python}: training failed:\n{done.stderr[-3000:]}"
     model = root / "models" / "jit.safetensors"
     return hashlib.sha256(model.read_bytes()).hexdigest(), json.loads(done.stdout.strip().splitlines()[-1])
@@ -59,8 +75,9 @@ def train_jit(python: str | Path, root: Path, params: Path, processed: Path) -> 
 
 @pytest.mark.slow
 def test_jit_gives_the_same_model_bytes_on_python_311_and_312(tmp_path, make_params, tiny_processed, python312):
-    params = write_params(tmp_path / "params.yaml",
-                          make_params(model__layer_sizes=[784, 64, 64, 10], train__epochs=2).to_dict())
+    params = write_params(
+        tmp_path / "params.yaml", make_params(model__layer_sizes=[784, 64, 64, 10], train__epochs=2).to_dict()
+    )
     runs = {}
     for name, python in (("3.11", sys.executable), ("3.12", python312)):
         root = tmp_path / name

@@ -56,8 +56,12 @@ def test_html_has_every_section_and_is_self_contained(report_tree: Path) -> None
     assert len(images) == len(_figures(TINY_VARIANTS)) + graphs
     assert all(src.startswith(("data:image/png;base64,", "data:image/svg+xml;base64,")) for src in images)
     jit = training.read_metrics("jit")
-    for name, text in (("checksum", "1" * 64), ("params digest", load("params.yaml").digest()),
-                       ("compile", seconds(jit.compile_seconds)), ("tfds", "test")):
+    for name, text in (
+        ("checksum", "1" * 64),
+        ("params digest", load("params.yaml").digest()),
+        ("compile", seconds(jit.compile_seconds)),
+        ("tfds", "test"),
+    ):
         assert text in html, name
     for variant in TINY_VARIANTS:
         assert escape(get(variant).description) in html  # the registry's wording
@@ -137,13 +141,14 @@ def test_without_pprof_the_report_gives_the_install_hint(report_tree: Path) -> N
     assert sorted((v, p) for _, v, p in icicles) == sorted((v, p) for v in TINY_VARIANTS for p in paths.SNAPSHOTS)
     assert all(base64.b64decode(uri.split(",", 1)[1]).startswith(PNG_MAGIC) for uri, _, _ in icicles)
     _render(report_tree)  # the icicles are byte-stable too
-    assert re.findall(r'<img src="(data:image/png;base64,[^"]+)" alt="icicle', Path(paths.REPORT_HTML.path).read_text()
-                      ) == [uri for uri, _, _ in icicles]
+    assert re.findall(
+        r'<img src="(data:image/png;base64,[^"]+)" alt="icicle', Path(paths.REPORT_HTML.path).read_text()
+    ) == [uri for uri, _, _ in icicles]
 
 
 def test_trace_and_xla_sections(report_tree: Path) -> None:
     html, summary = _render(report_tree)
-    trace = html[html.index('<section id="trace">'):html.index('<section id="memory">')]  # and the folds below it
+    trace = html[html.index('<section id="trace">') : html.index('<section id="memory">')]  # and the folds below it
     assert 'alt="timeline of one traced step per variant"' in trace
     for variant in TINY_VARIANTS:
         profile = read_summary(variant)
@@ -160,7 +165,7 @@ def test_trace_and_xla_sections(report_tree: Path) -> None:
         report_dir = report_tree / Path(paths.REPORT_HTML.path).parent
         assert (report_dir / logdir).is_dir() and (report_dir / perfetto).is_file()
     assert "Op by op: every primitive is its own executable" in trace and "Compiled module <code>jit_update" in trace
-    memory = html[html.index('<section id="memory">'):html.index('<section id="provenance">')]
+    memory = html[html.index('<section id="memory">') : html.index('<section id="provenance">')]
     assert "What the compiled step needs" in memory
     for variant in ("jit", "jit_scan"):  # XLA's argument bytes are exactly the state and the batch (or split)
         xla = training.read_metrics(variant).xla
@@ -189,10 +194,14 @@ def test_a_variant_without_a_profile_is_named(report_tree: Path) -> None:
 
 
 def test_a_summary_of_another_variant_names_its_stage(report_tree: Path) -> None:
-    shutil.copy(paths.PROFILE.at("jit", report_tree) / "summary.json",
-                paths.PROFILE.at("nojit", report_tree) / "summary.json")
-    with pytest.raises(PipelineError, match=r"nojit/summary.json: holds variant 'jit', expected 'nojit'; re-run the"
-                                            r" 'profile@nojit' stage"):
+    shutil.copy(
+        paths.PROFILE.at("jit", report_tree) / "summary.json", paths.PROFILE.at("nojit", report_tree) / "summary.json"
+    )
+    with pytest.raises(
+        PipelineError,
+        match=r"nojit/summary.json: holds variant 'jit', expected 'nojit'; re-run the"
+        r" 'profile@nojit' stage",
+    ):
         render(load("params.yaml"), "params.yaml")
 
 
@@ -218,25 +227,37 @@ def test_a_missing_metrics_file_names_its_stage(report_tree: Path) -> None:
 @pytest.mark.parametrize(
     ("path", "content", "message"),
     [
-        ("metrics/evaluate/nojit.full.json", "{not json",
-         r"nojit.full.json: corrupt JSON; re-run the 'evaluate@nojit'"),
-        ("metrics/train/jit.full.json", json.dumps({"epochs": 2}), r"jit.full.json: 'steps_per_epoch': field"
-                                                                   r" required; re-run the 'train@jit'"),
+        (
+            "metrics/evaluate/nojit.full.json",
+            "{not json",
+            r"nojit.full.json: corrupt JSON; re-run the 'evaluate@nojit'",
+        ),
+        (
+            "metrics/train/jit.full.json",
+            json.dumps({"epochs": 2}),
+            r"jit.full.json: 'steps_per_epoch': field"
+            r" required; re-run the 'train@jit'",
+        ),
         ("metrics/train/jit.run.json", json.dumps({"variant": "jit"}), r"jit.run.json: .*re-run the 'train@jit'"),
         ("plots/train/jit.csv", "epoch,epoch_seconds\n1,2\n", r"jit.csv: missing column 'train_loss'.*'train@jit'"),
-        ("plots/train/nojit.csv", "epoch,epoch_seconds,train_loss,train_accuracy,test_accuracy\n1,x,1,1,1\n",
-         r"nojit.csv: line 2, column 'epoch_seconds'"),
+        (
+            "plots/train/nojit.csv",
+            "epoch,epoch_seconds,train_loss,train_accuracy,test_accuracy\n1,x,1,1,1\n",
+            r"nojit.csv: line 2, column 'epoch_seconds'",
+        ),
         ("data/processed/test_images.npy", "garbage", r"test_images.npy: corrupt or truncated.*'preprocess'"),
         ("data/raw/manifest.json", json.dumps({"dataset": "mnist"}), r"manifest.json: .*re-run the 'download'"),
         ("data/processed/stats.json", "[]", r"stats.json: .*re-run the 'preprocess'"),
         ("reports/profile/jit/summary.json", "[", r"jit/summary.json: corrupt JSON.*'profile@jit'"),
         ("reports/profile/jit_scan/evaluate.svg", "<svg", r"evaluate.svg: not a readable SVG.*'profile@jit_scan'"),
-        ("reports/profile/nojit/summary.json", json.dumps({"variant": "nojit"}),
-         r"nojit/summary.json: 'device': field required; re-run the 'profile@nojit' stage"),
+        (
+            "reports/profile/nojit/summary.json",
+            json.dumps({"variant": "nojit"}),
+            r"nojit/summary.json: 'device': field required; re-run the 'profile@nojit' stage",
+        ),
     ],
 )
-def test_corrupt_inputs_name_the_file_and_the_stage(report_tree: Path, path: str, content: str,
-                                                    message: str) -> None:
+def test_corrupt_inputs_name_the_file_and_the_stage(report_tree: Path, path: str, content: str, message: str) -> None:
     (report_tree / path).write_text(content)
     with pytest.raises(PipelineError, match=message) as err:
         render(load("params.yaml"), "params.yaml")
@@ -350,7 +371,7 @@ def test_long_tables_are_folded_and_the_headline_holds_the_answers(report_tree: 
     long = [rows for rows, folded in tables.tables if rows > SHORT_TABLE and not folded]
     assert not long, f"tables of {long} rows are not folded in a <details>"
     assert sum(folded for _, folded in tables.tables) >= 2 * len(TINY_VARIANTS)  # op tables, snapshots
-    headline = html[html.index('id="headline"'):html.index("</header>")]
+    headline = html[html.index('id="headline"') : html.index("</header>")]
     for variant in TINY_VARIANTS:
         assert f"{variant} test accuracy" in headline
     for variant in ("jit", "jit_scan"):
@@ -375,7 +396,7 @@ def _check_ticks(name: str, fig) -> None:
         texts = [text for text, _ in labels]
         assert not any(mark in text for text in texts for mark in ("e+", "e-", "×", "$")), (name, index, which, texts)
         boxes = [box for _, box in labels]
-        assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:]), (name, index, which, texts)
+        assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :]), (name, index, which, texts)
 
 
 @pytest.mark.slow
@@ -391,8 +412,12 @@ def test_report_figures_have_plain_ticks_that_never_collide(report_tree: Path) -
             _check_ticks(name, fig)
     timing = figures["epoch_times.png"].axes
     assert all(ax.get_yscale() == "log" for ax in timing[:2])
-    assert all(text.endswith((" ms", " s")) for ax in timing[:2] for text in
-               [t.get_text() for t in ax.get_yticklabels()] if text)
+    assert all(
+        text.endswith((" ms", " s"))
+        for ax in timing[:2]
+        for text in [t.get_text() for t in ax.get_yticklabels()]
+        if text
+    )
     accuracy = figures["training_curves.png"].axes[1]
     assert accuracy.get_ylim()[1] <= 1.0  # no accuracy beyond 100 %
     confusion = figures["confusion_jit.png"].axes[0]
@@ -404,13 +429,23 @@ def test_comparison_figures_stay_within_the_data(report_tree: Path, monkeypatch)
 
     drawn = []
     monkeypatch.setattr(compare, "_uri", lambda fig: drawn.append(fig) or "data:,")
-    runs = [compare.Run(name=f"{v}-{scale}", params={"variant": v}, train=training.read_metrics(v).headline(),
-                        evaluation=evaluation.read_metrics(v).headline().model_copy(
-                            update={"test_accuracy": accuracy}),
-                        history=[h.model_copy(update={"train_loss": h.train_loss * scale,
-                                                      "test_accuracy": min(1.0, accuracy + 0.01 * h.epoch)})
-                                 for h in training.read_history(v)], ran_alone=True)
-            for v in TINY_VARIANTS for scale, accuracy in ((1, 0.99), (0.1, 0.5))]
+    runs = [
+        compare.Run(
+            name=f"{v}-{scale}",
+            params={"variant": v},
+            train=training.read_metrics(v).headline(),
+            evaluation=evaluation.read_metrics(v).headline().model_copy(update={"test_accuracy": accuracy}),
+            history=[
+                h.model_copy(
+                    update={"train_loss": h.train_loss * scale, "test_accuracy": min(1.0, accuracy + 0.01 * h.epoch)}
+                )
+                for h in training.read_history(v)
+            ],
+            ran_alone=True,
+        )
+        for v in TINY_VARIANTS
+        for scale, accuracy in ((1, 0.99), (0.1, 0.5))
+    ]
     compare.figures(runs)
     scatter, curves = drawn
     assert scatter.axes[0].get_ylim()[1] <= 100 and curves.axes[1].get_ylim()[1] <= 100

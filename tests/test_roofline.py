@@ -64,12 +64,31 @@ def test_the_limit_counts_the_epochs_flops():
 
 def fake_measurement(scan_seconds: list[float], limit: float, again: list[int] | None = None) -> dict:
     rounds = len(scan_seconds)
-    return {"compile_seconds": {"jit_scan": 0.1, "tutorial": None}, "first_epoch_seconds": {"jit_scan": 1.0,
-            "tutorial": 2.0}, "epochs": {"jit_scan": scan_seconds, "tutorial": [2.0] * rounds},
-            "with_bar": [False] * rounds, "large_gemm_gflops": [200.0] * rounds, "loads": [0.1] * rounds,
-            "references": [{"limit_seconds": limit, "gemms": [{"name": "layer 1 forward", "rows": 128,
-                            "lhs": [128, 784], "rhs": [512, 784], "out": [128, 512], "gflops": 150.0}]}] * rounds,
-            "measured_again": again or [0] * rounds}
+    return {
+        "compile_seconds": {"jit_scan": 0.1, "tutorial": None},
+        "first_epoch_seconds": {"jit_scan": 1.0, "tutorial": 2.0},
+        "epochs": {"jit_scan": scan_seconds, "tutorial": [2.0] * rounds},
+        "with_bar": [False] * rounds,
+        "large_gemm_gflops": [200.0] * rounds,
+        "loads": [0.1] * rounds,
+        "references": [
+            {
+                "limit_seconds": limit,
+                "gemms": [
+                    {
+                        "name": "layer 1 forward",
+                        "rows": 128,
+                        "lhs": [128, 784],
+                        "rhs": [512, 784],
+                        "out": [128, 512],
+                        "gflops": 150.0,
+                    }
+                ],
+            }
+        ]
+        * rounds,
+        "measured_again": again or [0] * rounds,
+    }
 
 
 def report_for(scan_seconds: list[float], limit: float, again: list[int] | None = None) -> dict:
@@ -127,18 +146,22 @@ def scripted_runner(seconds: list[float]) -> type:
     return Runner
 
 
-@pytest.mark.parametrize(("scan", "expected", "again"), [
-    ([1.2, 0.7, 1.1, 1.3], [1.2, 1.1, 1.3], [0, 1, 0]),  # round 2 noisy once, then fine
-    ([1.2, 0.7, 0.8, 0.9, 1.3], [1.2, 0.9, 1.3], [0, 2, 0]),  # round 2 noisy however often: kept after 2 retries
-])
+@pytest.mark.parametrize(
+    ("scan", "expected", "again"),
+    [
+        ([1.2, 0.7, 1.1, 1.3], [1.2, 1.1, 1.3], [0, 1, 0]),  # round 2 noisy once, then fine
+        ([1.2, 0.7, 0.8, 0.9, 1.3], [1.2, 0.9, 1.3], [0, 2, 0]),  # round 2 noisy however often: kept after 2 retries
+    ],
+)
 def test_a_noisy_round_is_measured_again_a_bounded_number_of_times(monkeypatch, scan, expected, again):
     monkeypatch.setattr(bench_train.roofline, "StepGemms", ScriptedGemms)
     monkeypatch.setattr(bench_train.roofline, "large_gemm_gflops", lambda size, repeats: 100.0)
     monkeypatch.setattr(bench_train, "VariantRunner", scripted_runner(scan))
     lines: list[str] = []
     params = bench_train.bench_params(128, 10)
-    measured = bench_train.run_rounds(["jit_scan"], np.zeros((256, 784)), np.zeros(256), params, 3, 1, "off",
-                                      lines.append)
+    measured = bench_train.run_rounds(
+        ["jit_scan"], np.zeros((256, 784)), np.zeros(256), params, 3, 1, "off", lines.append
+    )
     assert measured["epochs"]["jit_scan"] == expected and measured["measured_again"] == again
     assert sum("noisy, measuring it again" in line for line in lines) == sum(again)
 
@@ -161,8 +184,10 @@ def test_the_tutorials_loop_trains_as_the_jit_variant_does():
 
 
 def test_time_to_accuracy_passes_only_when_every_seed_reaches_the_target():
-    runs = [{"seed": s, "accuracy": a, "train_seconds": t} for s, a, t in
-            ((0, 0.9870, 2.0), (1, 0.9849, 2.4), (2, 0.9880, 2.2))]
+    runs = [
+        {"seed": s, "accuracy": a, "train_seconds": t}
+        for s, a, t in ((0, 0.9870, 2.0), (1, 0.9849, 2.4), (2, 0.9880, 2.2))
+    ]
     out = tta.summary(runs, "test", 0.985)
     assert out["mean_test_accuracy"] == pytest.approx(0.98663, abs=1e-5)  # the mean is above the target ...
     assert out["passed"] is False and out["seeds_below_target"] == [1]  # ... one seed is not

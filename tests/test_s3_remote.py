@@ -41,8 +41,9 @@ def s3(request, tmp_path_factory) -> str:
         unavailable(f"needs {', '.join(missing)}: pip install 'dvc-s3>=3.2' 'moto[server]'")
     port = free_port()
     log = (tmp_path_factory.mktemp("moto") / "moto.log").open("w")
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=log, stderr=subprocess.STDOUT)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT
+    )
 
     def stop() -> None:
         server.terminate()
@@ -66,8 +67,9 @@ def s3(request, tmp_path_factory) -> str:
             time.sleep(0.2)
     import boto3
 
-    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id=KEY_ID,
-                 aws_secret_access_key=SECRET).create_bucket(Bucket=BUCKET)
+    boto3.client(
+        "s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id=KEY_ID, aws_secret_access_key=SECRET
+    ).create_bucket(Bucket=BUCKET)
     return endpoint
 
 
@@ -112,8 +114,14 @@ def test_secrets_stay_out_of_the_committed_config(pushed):
 def test_pull_restores_every_artefact_byte_for_byte(pushed, pulled):
     mine, theirs = artefacts(pulled), artefacts(pushed)
     assert mine.keys() == theirs.keys()
-    for required in ("data/raw/manifest.json", "data/processed/train_images.npy", "models/jit.safetensors",
-                     "metrics/evaluate/nojit.json", "plots/confusion/jit.csv", "reports/report.html"):
+    for required in (
+        "data/raw/manifest.json",
+        "data/processed/train_images.npy",
+        "models/jit.safetensors",
+        "metrics/evaluate/nojit.json",
+        "plots/confusion/jit.csv",
+        "reports/report.html",
+    ):
         assert required in mine
     for rel, path in mine.items():
         assert path.read_bytes() == theirs[rel].read_bytes(), f"{rel} differs after dvc pull"

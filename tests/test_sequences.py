@@ -48,10 +48,20 @@ SEQUENCES = int(os.environ.get("MNIST_PIPELINE_SEQUENCES", "8"))
 STEPS = int(os.environ.get("MNIST_PIPELINE_SEQUENCE_STEPS", "5"))
 SEED = os.environ.get("MNIST_PIPELINE_SEQUENCE_SEED")
 SETTINGS = {"variants": ["jit"], "preprocess.max_train_examples": 1000, "profile.trace_steps": 1}
-OUTPUTS = ("models/jit.safetensors", "data/processed/train_images.npy", "metrics/train/jit.json",
-           "metrics/evaluate/jit.json", "plots/variants.csv", "provenance/train_jit.json", "reports/report.html")
-SOURCES = ("src/mnist_jax_pipeline/evaluate.py", "src/mnist_jax_pipeline/report/render.py",
-           "src/mnist_jax_pipeline/model.py")
+OUTPUTS = (
+    "models/jit.safetensors",
+    "data/processed/train_images.npy",
+    "metrics/train/jit.json",
+    "metrics/evaluate/jit.json",
+    "plots/variants.csv",
+    "provenance/train_jit.json",
+    "reports/report.html",
+)
+SOURCES = (
+    "src/mnist_jax_pipeline/evaluate.py",
+    "src/mnist_jax_pipeline/report/render.py",
+    "src/mnist_jax_pipeline/model.py",
+)
 STAGES = ("preprocess", "train@jit", "evaluate@jit", "profile@jit", "report")
 VARIANT_LISTS = (("jit",), ("jit", "jit_scan"), ("nojit", "jit"))
 EDITS = {"train.epochs": (1, 2), "train.step_size": (0.01, 0.02), "model.seed": (0, 1), "preprocess.seed": (0, 1)}
@@ -93,7 +103,8 @@ class Sequences(RuleBasedStateMachine):
         assert "Traceback (most recent call last)" not in output, self.failure(f"a traceback:\n{output[-3000:]}")
         if done.returncode != 0:
             assert re.search(r"^(error: |ERROR: |WorkflowError)", output, re.M), self.failure(
-                f"`{' '.join(args)}` failed without an error line:\n{output[-3000:]}")
+                f"`{' '.join(args)}` failed without an error line:\n{output[-3000:]}"
+            )
         return done
 
     def deleted(self) -> set[str]:
@@ -200,18 +211,30 @@ class Sequences(RuleBasedStateMachine):
         self.deleted_before = self.deleted()
         self.tool_ran = True
         command = ["snakemake", "--cores", "all"] if tool == "snakemake" else ["dvc", "repro"]
-        self.commands.append(f"echo '# edited' >> {path.relative_to(self.ws)}; {' '.join(command)} & sleep {after:.1f};"
-                             " kill -INT -$!")
-        proc = subprocess.Popen(command, cwd=self.ws, env=env(self.ws), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        self.commands.append(
+            f"echo '# edited' >> {path.relative_to(self.ws)}; {' '.join(command)} & sleep {after:.1f}; kill -INT -$!"
+        )
+        proc = subprocess.Popen(
+            command,
+            cwd=self.ws,
+            env=env(self.ws),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
         started, since = time.monotonic(), time.time()
         # Not while the tool itself starts (seconds on a busy machine): a Ctrl-C then is Python's own
         # KeyboardInterrupt, before any code of this project runs. Snakemake has read the Snakefile once
         # it marked the stale jobs (evaluate's code changed).
         first = proc.stdout.readline() if proc.stdout else ""
         markers = self.ws / ".snakemake/provenance"
-        while tool == "snakemake" and proc.poll() is None and time.monotonic() - started < 120 and not any(
-                p.is_file() and p.stat().st_mtime >= since for p in markers.rglob("*")):
+        while (
+            tool == "snakemake"
+            and proc.poll() is None
+            and time.monotonic() - started < 120
+            and not any(p.is_file() and p.stat().st_mtime >= since for p in markers.rglob("*"))
+        ):
             time.sleep(0.1)
         time.sleep(max(0.0, after - (time.monotonic() - started)))
         if proc.poll() is None:
@@ -237,7 +260,8 @@ class Sequences(RuleBasedStateMachine):
         assert metrics["epochs"] == params.train.epochs, self.failure("the metrics are of another run")
         _, metadata = load_model(self.ws / "models/jit.safetensors", "train@jit")
         assert metadata.params_sha256 == params.digest("model", "train"), self.failure(
-            "the model was trained with other parameters than params.yaml's")
+            "the model was trained with other parameters than params.yaml's"
+        )
 
     @invariant()
     def tools_agree_and_nothing_is_lost(self) -> None:
@@ -262,9 +286,11 @@ class Sequences(RuleBasedStateMachine):
         if self.snakemake_finished:  # right after a snakemake run that succeeded: nothing lags
             self.snakemake_finished = False
             assert stale == planned, self.failure(
-                f"after snakemake, dvc status lists {sorted(stale)}; snakemake -n plans {sorted(planned)}")
+                f"after snakemake, dvc status lists {sorted(stale)}; snakemake -n plans {sorted(planned)}"
+            )
         assert planned == expected, self.failure(
-            f"snakemake -n plans {sorted(planned)}; dvc status lists {sorted(stale)} ({sorted(current)} current)")
+            f"snakemake -n plans {sorted(planned)}; dvc status lists {sorted(stale)} ({sorted(current)} current)"
+        )
         self.lock_names_only_what_made_the_outputs()
         if self.tool_ran:
             new = self.deleted() - self.deleted_before
@@ -273,10 +299,22 @@ class Sequences(RuleBasedStateMachine):
 
     def views(self) -> tuple[set[str], set[str]]:
         """(`dvc status` stages, `snakemake -n` jobs), the two asked at once."""
-        status = subprocess.Popen(["dvc", "status", "--json"], cwd=self.ws, env=env(self.ws),
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        dry = subprocess.Popen(["snakemake", "--cores", "all", "-n"], cwd=self.ws, env=env(self.ws),
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        status = subprocess.Popen(
+            ["dvc", "status", "--json"],
+            cwd=self.ws,
+            env=env(self.ws),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        dry = subprocess.Popen(
+            ["snakemake", "--cores", "all", "-n"],
+            cwd=self.ws,
+            env=env(self.ws),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         out, err = status.communicate(timeout=300)
         plan, _ = dry.communicate(timeout=300)
         assert status.returncode == 0, self.failure(f"dvc status failed:\n{err}")
@@ -305,7 +343,8 @@ class Sequences(RuleBasedStateMachine):
             for section, values in listed.items():
                 assert stamp["params"].get(section) == values, self.failure(
                     f"dvc.lock records {name} under {section} = {values}, its outputs were made with"
-                    f" {stamp['params'].get(section)}")
+                    f" {stamp['params'].get(section)}"
+                )
 
 
 @pytest.fixture(scope="module")
@@ -322,8 +361,15 @@ def base(tmp_path_factory) -> tuple[Path, Path]:
 def test_random_sequences_keep_both_tools_in_agreement(base):
     Sequences.base, Sequences.parent = base
     phases = (Phase.explicit, Phase.reuse, Phase.generate)
-    chosen = settings(max_examples=SEQUENCES, stateful_step_count=STEPS, deadline=None, phases=phases,
-                      derandomize=SEED is None, suppress_health_check=list(HealthCheck), database=None)
+    chosen = settings(
+        max_examples=SEQUENCES,
+        stateful_step_count=STEPS,
+        deadline=None,
+        phases=phases,
+        derandomize=SEED is None,
+        suppress_health_check=list(HealthCheck),
+        database=None,
+    )
     test = Sequences.TestCase
     test.settings = chosen
     if SEED is not None:

@@ -21,8 +21,17 @@ from workspace import copy_workspace, env, make_workspace, set_params
 
 pytestmark = pytest.mark.slow
 PROFILE_LINE = "Using workflow specific profile profiles/default for setting default command line arguments."
-JOBS = ["check", "preprocess", "train@nojit", "train@jit", "evaluate@nojit", "evaluate@jit", "profile@nojit",
-        "profile@jit", "report"]
+JOBS = [
+    "check",
+    "preprocess",
+    "train@nojit",
+    "train@jit",
+    "evaluate@nojit",
+    "evaluate@jit",
+    "profile@nojit",
+    "profile@jit",
+    "report",
+]
 KINDS = {  # every line a run prints is one of these
     "profile": re.escape(PROFILE_LINE),
     "plan": r"\d+ jobs? to run: .+",
@@ -36,8 +45,15 @@ KINDS = {  # every line a run prints is one of these
 
 def snakemake(ws: Path, *args: str, prefix: tuple[str, ...] = (), **environ: str) -> tuple[int, list[str]]:
     """Run snakemake in `ws`; its exit status and its console's lines, stdout and stderr in order."""
-    done = subprocess.run([*prefix, "snakemake", *args], cwd=ws, env={**env(ws), **environ}, text=True,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=900)
+    done = subprocess.run(
+        [*prefix, "snakemake", *args],
+        cwd=ws,
+        env={**env(ws), **environ},
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        timeout=900,
+    )
     return done.returncode, done.stdout.splitlines()
 
 
@@ -53,8 +69,12 @@ def kind(line: str) -> tuple[str, str] | None:
 @pytest.fixture(scope="module")
 def ran(tmp_path_factory) -> tuple[Path, list[str]]:
     """A tiny workspace (download's data in place) and the console of its first `snakemake --cores all`."""
-    ws = make_workspace(tmp_path_factory.mktemp("console"), "ws", fast=False,
-                        **{"model.layer_sizes": [784, 32, 10], "train.epochs": 2, "profile.trace_steps": 2})
+    ws = make_workspace(
+        tmp_path_factory.mktemp("console"),
+        "ws",
+        fast=False,
+        **{"model.layer_sizes": [784, 32, 10], "train.epochs": 2, "profile.trace_steps": 2},
+    )
     write_raw(ws / paths.RAW.path)
     status, lines = snakemake(ws, "--cores", "all")
     assert status == 0, "\n".join(lines)
@@ -95,8 +115,15 @@ def test_ctrl_c_during_train_shows_the_stages_own_line_and_no_traceback(ran, tmp
     ws = copy_workspace(ran[0], tmp_path, "ws")
     set_params(ws, **{"train.epochs": 20000, "variants": ["jit"]})
     (ws / "logs/train_jit.log").unlink()  # the first run's
-    proc = subprocess.Popen(["snakemake", "--cores", "all"], cwd=ws, env=env(ws), text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        ["snakemake", "--cores", "all"],
+        cwd=ws,
+        env=env(ws),
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 300
         while not _training(ws):
@@ -122,29 +149,39 @@ def _models_a_file(ws: Path) -> dict:
         model.unlink()
     (ws / "models").rmdir()
     (ws / "models").write_text("not a folder\n")
-    return {"line": "error: models: not a folder, and the pipeline keeps models/nojit.safetensors in it; move it"
-                    " away or delete it, then run again"}
+    return {
+        "line": "error: models: not a folder, and the pipeline keeps models/nojit.safetensors in it; move it"
+        " away or delete it, then run again"
+    }
 
 
 def _read_only_reports(ws: Path) -> dict:
     (ws / "reports/report.html").unlink()
     (ws / "reports").chmod(0o555)
-    return {"line": "error: reports: cannot write (Permission denied), and reports/report.html is written there;"
-                    " make it writable (chmod u+w reports) or run in a writable copy of the project",
-            "prefix": tuple(without_root_powers())}
+    return {
+        "line": "error: reports: cannot write (Permission denied), and reports/report.html is written there;"
+        " make it writable (chmod u+w reports) or run in a writable copy of the project",
+        "prefix": tuple(without_root_powers()),
+    }
 
 
 def _read_only_home(ws: Path) -> dict:
     home = ws.parent / "home"
     home.mkdir(mode=0o555)
-    return {"line": f"error: {home}/.cache: permission denied; Snakemake keeps its source cache there (in the home"
-                    " folder, or XDG_CACHE_HOME): make it writable, or point XDG_CACHE_HOME at a writable folder"
-                    " (XDG_CACHE_HOME=/tmp/cache snakemake ...)",
-            "prefix": tuple(without_root_powers()), "environ": {"HOME": str(home), "XDG_CACHE_HOME": ""}}
+    return {
+        "line": f"error: {home}/.cache: permission denied; Snakemake keeps its source cache there (in the home"
+        " folder, or XDG_CACHE_HOME): make it writable, or point XDG_CACHE_HOME at a writable folder"
+        " (XDG_CACHE_HOME=/tmp/cache snakemake ...)",
+        "prefix": tuple(without_root_powers()),
+        "environ": {"HOME": str(home), "XDG_CACHE_HOME": ""},
+    }
 
 
-@pytest.mark.parametrize("case", [_models_a_file, _read_only_reports, _read_only_home],
-                         ids=["models-a-file", "read-only-reports", "read-only-home"])
+@pytest.mark.parametrize(
+    "case",
+    [_models_a_file, _read_only_reports, _read_only_home],
+    ids=["models-a-file", "read-only-reports", "read-only-home"],
+)
 def test_a_place_snakemake_cannot_write_is_one_line_naming_it_and_the_fix(ran, tmp_path, case):
     ws = copy_workspace(ran[0], tmp_path, "ws")
     setup = case(ws)

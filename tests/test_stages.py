@@ -80,10 +80,18 @@ def test_every_dvc_plot_reads_columns_its_file_has_and_its_legend_names_revision
     """A field that a template or a plot names and the CSV lacks draws nothing (Vega warns 'Infinite extent'); a
     revision told by a dash alone shows in the legend as identical dots."""
     document = yaml.safe_load((ROOT / "dvc.yaml").read_text())
-    plots = [(path, spec | {"y": column}) for plot in document["plots"] for spec in plot.values()
-             for path, column in spec["y"].items()]
-    plots += [(path.replace("${item}", "jit"), spec) for stage in document["stages"].values()
-              for entry in stage.get("do", stage).get("plots", []) for path, spec in entry.items()]
+    plots = [
+        (path, spec | {"y": column})
+        for plot in document["plots"]
+        for spec in plot.values()
+        for path, column in spec["y"].items()
+    ]
+    plots += [
+        (path.replace("${item}", "jit"), spec)
+        for stage in document["stages"].values()
+        for entry in stage.get("do", stage).get("plots", [])
+        for path, spec in entry.items()
+    ]
     assert {spec["template"] for _, spec in plots} == {"variants", "variants_log", "epochs", "confusion_log"}
     for path, spec in plots:
         columns = set((ROOT / path).read_text().splitlines()[0].split(","))
@@ -95,8 +103,12 @@ def test_every_dvc_plot_reads_columns_its_file_has_and_its_legend_names_revision
         wanted = {anchors.get(name, name) for name in read} - made - {"rev"}  # DVC adds each row's revision
         assert wanted <= columns, f"{path} ({spec['template']}): no column {sorted(wanted - columns)}"
         encodings = [template.get("encoding", {})] + [layer.get("encoding", {}) for layer in template.get("layer", [])]
-        legends = {channel for encoding in encodings for channel, e in encoding.items()
-                   if e.get("field") == "rev" and e.get("legend", {}) is not None}
+        legends = {
+            channel
+            for encoding in encodings
+            for channel, e in encoding.items()
+            if e.get("field") == "rev" and e.get("legend", {}) is not None
+        }
         if "facet" not in template:
             assert legends & {"color", "shape"}, spec["template"]
     confusion = next(spec for path, spec in plots if spec["template"] == "confusion_log")
@@ -120,15 +132,25 @@ def imported(tmp_path_factory) -> dict[str, set[str]]:
     write_params(tree / "params.yaml", tiny_params_dict(variants=["jit"]))
     bad_mirror = tree / "mirror"
     bad_mirror.mkdir()
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "MNIST_MIRROR": str(bad_mirror),
-           "MNIST_PIPELINE_LOCK": str(tree / "lock")}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT / "src"),
+        "MNIST_MIRROR": str(bad_mirror),
+        "MNIST_PIPELINE_LOCK": str(tree / "lock"),
+    }
     commands = {stage.name: (stage.cmd("jit").split()[1:], 0) for stage in stages.STAGES}  # in the DAG's order
     commands["download"] = (["download", "--out", "data/raw2"], 1)  # stops at the mirror check, after its imports
     found = {}
     for stage, (args, status) in commands.items():
         record = tree / f"{stage}.json"
-        done = subprocess.run([sys.executable, "-c", RECORD, str(record), *args], cwd=tree, env=env,
-                              capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [sys.executable, "-c", RECORD, str(record), *args],
+            cwd=tree,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == status, f"{stage}: {done.stderr[-2000:]}"
         files = set()
         for module in json.loads(record.read_text()):

@@ -25,8 +25,9 @@ POINTS = ["step_size=0.05", "step_size=0.1"]
 
 def tiny_workspace(parent: Path, name: str) -> Path:
     """A fresh copy of the repository whose download stage has tiny synthetic data in place."""
-    ws = make_workspace(parent, name, fast=False, **{"model.layer_sizes": [784, 32, 10], "train.epochs": 2,
-                                                     "variants": ["jit"]})
+    ws = make_workspace(
+        parent, name, fast=False, **{"model.layer_sizes": [784, 32, 10], "train.epochs": 2, "variants": ["jit"]}
+    )
     write_raw(ws / paths.RAW.path)
     for folder in paths.RAW.folders:
         (ws / paths.RAW.path / folder).mkdir(exist_ok=True)
@@ -44,18 +45,34 @@ def ran(output: str) -> dict[str, int]:
 
 
 def test_point_names_and_the_dvc_commands(tmp_path):
-    (tmp_path / "s.yaml").write_text(yaml.safe_dump({"variant": "jit", "grid": {
-        "train.optimizer": ["sgd", "adam"], "model.layer_sizes": [[784, 64, 10]]},
-        "points": [{"train.step_size": 0.5}]}, sort_keys=False))
+    (tmp_path / "s.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "variant": "jit",
+                "grid": {"train.optimizer": ["sgd", "adam"], "model.layer_sizes": [[784, 64, 10]]},
+                "points": [{"train.step_size": 0.5}],
+            },
+            sort_keys=False,
+        )
+    )
     sweep = load(tmp_path / "s.yaml", Path(__file__).resolve().parents[1] / "params.yaml")
-    assert [p.name for p in sweep.points] == ["layer_sizes=784x64x10,optimizer=sgd",
-                                              "layer_sizes=784x64x10,optimizer=adam", "step_size=0.5"]
+    assert [p.name for p in sweep.points] == [
+        "layer_sizes=784x64x10,optimizer=sgd",
+        "layer_sizes=784x64x10,optimizer=adam",
+        "step_size=0.5",
+    ]
     assert point_name({"model.seed": 1, "train.shuffle_seed": 2}) == "seed=1,shuffle_seed=2"
     assert point_name({"model.seed": 1, "preprocess.seed": 2}) == "model.seed=1,preprocess.seed=2"
     first = dvc_commands(sweep)[0]
     assert first[:6] == ["dvc", "exp", "run", "--queue", "--name", "s-layer_sizes=784x64x10,optimizer=sgd"]
-    assert first[6:] == ["-S", "model.layer_sizes=[784, 64, 10]", "-S", 'train.optimizer="sgd"',
-                         "-S", 'variants=["jit"]']
+    assert first[6:] == [
+        "-S",
+        "model.layer_sizes=[784, 64, 10]",
+        "-S",
+        'train.optimizer="sgd"',
+        "-S",
+        'variants=["jit"]',
+    ]
 
 
 def test_the_same_settings_make_the_same_point(tmp_path):
@@ -64,8 +81,11 @@ def test_the_same_settings_make_the_same_point(tmp_path):
     (tmp_path / "a.yaml").write_text("grid:\n  train.step_size: [1, 0.5]\n  train.momentum: [0.9]\n")
     (tmp_path / "b.yaml").write_text("grid:\n  train.momentum: [0.9]\n  train.step_size: [1.0, 0.5]\n")
     a, b = load(tmp_path / "a.yaml", params), load(tmp_path / "b.yaml", params)
-    assert [p.name for p in a.points] == [p.name for p in b.points] == ["momentum=0.9,step_size=1.0",
-                                                                        "momentum=0.9,step_size=0.5"]
+    assert (
+        [p.name for p in a.points]
+        == [p.name for p in b.points]
+        == ["momentum=0.9,step_size=1.0", "momentum=0.9,step_size=0.5"]
+    )
     (tmp_path / "c.yaml").write_text("points:\n  - {train.step_size: 1}\n  - {train.step_size: 1.0}\n")
     with pytest.raises(PipelineError, match="listed twice"):
         load(tmp_path / "c.yaml", params)
@@ -77,16 +97,19 @@ def test_a_long_point_name_is_cut_and_stays_unique():
     assert len(name) <= 100 and name != point_name({**changes, "train.key9": "y" * 20})
 
 
-@pytest.mark.parametrize(("spec", "message"), [
-    ({"grid": {"preprocess.seed": [1, 2]}}, "'preprocess.seed' cannot vary in a sweep"),
-    ({"grid": {"train.epochs": [1.5]}}, "point epochs=1.5: train.epochs: 1.5 is not an integer"),
-    ({"grid": {"train.lr": [1]}}, "unknown key 'train.lr'"),
-    ({"grid": {}}, "no point; give a grid or points"),
-    ({"variant": "fast", "grid": {"train.epochs": [1]}}, "variant: input should be"),
-    ({"points": [{"train": {"epochs": 1}}]}, "'train' is a section; write each change as a dotted key"),
-    ({"grid": {"train.step_size.foo": [1]}}, "train.step_size is a value, not a section"),
-    (["train.epochs"], "a sweep file is a mapping of 'variant', 'grid' and 'points'"),
-])
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"grid": {"preprocess.seed": [1, 2]}}, "'preprocess.seed' cannot vary in a sweep"),
+        ({"grid": {"train.epochs": [1.5]}}, "point epochs=1.5: train.epochs: 1.5 is not an integer"),
+        ({"grid": {"train.lr": [1]}}, "unknown key 'train.lr'"),
+        ({"grid": {}}, "no point; give a grid or points"),
+        ({"variant": "fast", "grid": {"train.epochs": [1]}}, "variant: input should be"),
+        ({"points": [{"train": {"epochs": 1}}]}, "'train' is a section; write each change as a dotted key"),
+        ({"grid": {"train.step_size.foo": [1]}}, "train.step_size is a value, not a section"),
+        (["train.epochs"], "a sweep file is a mapping of 'variant', 'grid' and 'points'"),
+    ],
+)
 def test_a_bad_sweep_file_is_one_line_naming_it(tmp_path, spec, message):
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(spec))
     with pytest.raises(PipelineError, match=re.escape(message)) as err:
@@ -94,9 +117,14 @@ def test_a_bad_sweep_file_is_one_line_naming_it(tmp_path, spec, message):
     assert str(err.value).startswith(str(tmp_path / "bad.yaml")) and "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize(("name", "message"), [("my sweep.yaml", "cannot name a sweep"),
-                                               ("s.yml", "a sweep file is named NAME.yaml"),
-                                               ("none.yaml", "missing; name a sweep that exists")])
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("my sweep.yaml", "cannot name a sweep"),
+        ("s.yml", "a sweep file is named NAME.yaml"),
+        ("none.yaml", "missing; name a sweep that exists"),
+    ],
+)
 def test_a_sweep_file_name_is_checked(tmp_path, name, message):
     if name != "none.yaml":
         (tmp_path / name).write_text("grid:\n  train.epochs: [1]\n")
@@ -144,8 +172,9 @@ def test_snakemake_runs_the_points_sharing_the_upstream(tmp_path):
     rows = (ws / "sweeps" / "tiny" / paths.COMPARE_CSV).read_text().splitlines()
     assert len(rows) == 4 and rows[0].startswith("name,test_accuracy")
     best = rows[1].split(",")
-    accuracy = json.loads((ws / "sweeps" / "tiny" / best[0].strip('"') / paths.EVAL_METRICS.at("jit"))
-                          .read_text())["test_accuracy"]
+    accuracy = json.loads((ws / "sweeps" / "tiny" / best[0].strip('"') / paths.EVAL_METRICS.at("jit")).read_text())[
+        "test_accuracy"
+    ]
     assert float(best[1]) == accuracy
     html = (ws / "sweeps" / "tiny" / paths.COMPARE_HTML).read_text()
     assert html.count("data:image/png;base64,") == 2 and "<script" not in html
@@ -163,8 +192,12 @@ def test_dvc_queues_the_points_sharing_the_upstream(tmp_path):
     assert "Running stage 'download'" not in first and "Running stage 'preprocess'" not in first
     assert first.count("Running stage 'train@jit'") == 2
     shown = json.loads(sh(ws, "dvc", "exp", "show", "--json").strip().splitlines()[-1])
-    names = {rev.get("name") or exp.get("name") for base in shown for exp in base.get("experiments") or []
-             for rev in exp.get("revs") or []}
+    names = {
+        rev.get("name") or exp.get("name")
+        for base in shown
+        for exp in base.get("experiments") or []
+        for rev in exp.get("revs") or []
+    }
     assert {f"tiny-{point}" for point in POINTS} <= names
     sh(ws, "mnist-pipeline", "compare", "--dvc")
     html = (ws / paths.EXPERIMENTS_HTML).read_text()

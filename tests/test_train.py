@@ -30,8 +30,9 @@ def model(root, variant):
 
 @pytest.fixture
 def small_params(make_params):
-    return make_params(model__layer_sizes=[784, 64, 64, 10], train__epochs=3, train__batch_size=32,
-                       train__step_size=0.01)
+    return make_params(
+        model__layer_sizes=[784, 64, 64, 10], train__epochs=3, train__batch_size=32, train__step_size=0.01
+    )
 
 
 def test_batches_cover_every_example_once():
@@ -83,8 +84,13 @@ def test_two_runs_give_byte_identical_models(tmp_path, small_params, tiny_proces
 @pytest.mark.slow
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_jit_and_nojit_agree(tmp_path, make_params, tiny_processed, shuffle):
-    params = make_params(model__layer_sizes=[784, 64, 64, 10], train__epochs=3, train__batch_size=32,
-                         train__step_size=0.01, train__shuffle=shuffle)
+    params = make_params(
+        model__layer_sizes=[784, 64, 64, 10],
+        train__epochs=3,
+        train__batch_size=32,
+        train__step_size=0.01,
+        train__shuffle=shuffle,
+    )
     run(tmp_path, params, tiny_processed, "jit")
     assert run(tmp_path, params, tiny_processed, "nojit").compile_seconds is None
     for (wj, bj), (wn, bn) in zip(model(tmp_path, "jit")[0], model(tmp_path, "nojit")[0], strict=True):
@@ -94,14 +100,18 @@ def test_jit_and_nojit_agree(tmp_path, make_params, tiny_processed, shuffle):
 
 @pytest.mark.parametrize("optimizer", ["momentum", "adam"])
 def test_other_optimizers_learn(tmp_path, make_params, tiny_processed, optimizer):
-    params = make_params(model__layer_sizes=[784, 32, 10], train__epochs=2, train__optimizer=optimizer,
-                         train__step_size=0.001 if optimizer == "adam" else 0.005, train__schedule="cosine")
+    params = make_params(
+        model__layer_sizes=[784, 32, 10],
+        train__epochs=2,
+        train__optimizer=optimizer,
+        train__step_size=0.001 if optimizer == "adam" else 0.005,
+        train__schedule="cosine",
+    )
     assert run(tmp_path, params, tiny_processed, "jit").final_test_accuracy > 0.8
 
 
 def test_divergence_stops_with_the_epoch_and_writes_no_model(tmp_path, make_params, tiny_processed):
-    params = make_params(model__layer_sizes=[784, 64, 10], model__init_scale=1.0, train__step_size=1e6,
-                         train__epochs=3)
+    params = make_params(model__layer_sizes=[784, 64, 10], model__init_scale=1.0, train__step_size=1e6, train__epochs=3)
     with pytest.raises(PipelineError, match=r"loss became (nan|inf) at epoch 1; lower train.step_size"):
         run(tmp_path, params, tiny_processed, "jit")
     assert not [p for p in (tmp_path / "models").rglob("*") if p.is_file()]

@@ -43,9 +43,14 @@ def test_the_viewer_listens_on_loopback_only_and_serves_the_trace(project: Path)
     trace = paths.PROFILE.at("jit", project)
     before = Hashes().tree([trace])
     port = free_port()
-    viewer = subprocess.Popen([sys.executable, "-m", "mnist_jax_pipeline.cli", "viewer", "--variant", "jit",
-                               "--port", str(port)], cwd=project, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, start_new_session=True)
+    viewer = subprocess.Popen(
+        [sys.executable, "-m", "mnist_jax_pipeline.cli", "viewer", "--variant", "jit", "--port", str(port)],
+        cwd=project,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         assert viewer.stdout is not None
         lines = []
@@ -54,12 +59,14 @@ def test_the_viewer_listens_on_loopback_only_and_serves_the_trace(project: Path)
             if line.startswith("XProf at ") or len(lines) > 50:
                 break
         assert lines[-1].startswith(f"XProf at http://127.0.0.1:{port}/"), lines
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/plugin/profile/run_tools?run=jit",
-                                    timeout=60) as answer:
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{port}/data/plugin/profile/run_tools?run=jit", timeout=60
+        ) as answer:
             assert answer.status == 200  # the trace's tools: XProf read the trace
         time.sleep(1)  # every thread and worker it starts is up by now
-        listening = [c.laddr for c in psutil.Process(viewer.pid).net_connections(kind="inet")
-                     if c.status == psutil.CONN_LISTEN]
+        listening = [
+            c.laddr for c in psutil.Process(viewer.pid).net_connections(kind="inet") if c.status == psutil.CONN_LISTEN
+        ]
         assert listening, "the viewer listens nowhere"
         assert {address.ip for address in listening} <= LOOPBACK, listening
     finally:
@@ -71,8 +78,15 @@ def test_the_viewer_listens_on_loopback_only_and_serves_the_trace(project: Path)
 
 def test_without_a_trace_the_viewer_says_which_stage_to_run(tmp_path: Path):
     write_params(tmp_path / "params.yaml", tiny_params_dict(variants=["jit"]))
-    done = subprocess.run([sys.executable, "-m", "mnist_jax_pipeline.cli", "viewer", "--variant", "jit"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "mnist_jax_pipeline.cli", "viewer", "--variant", "jit"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 1
-    assert done.stderr.strip() == ("error: reports/profile/jit/trace: no trace; run the profile stage first:"
-                                   " snakemake --cores all (or dvc repro profile@jit)")
+    assert done.stderr.strip() == (
+        "error: reports/profile/jit/trace: no trace; run the profile stage first:"
+        " snakemake --cores all (or dvc repro profile@jit)"
+    )

@@ -19,15 +19,28 @@ WIDTH = 120
 STEP = "train.step_size=0.02"
 
 
-def _entry(rev: str, name: str | None, step: float, accuracy: float | None, variants: list[str],
-           status: str | None = None) -> dict:
-    metrics = {} if accuracy is None else {
-        **{paths.TRAIN_HEADLINE.at(v).as_posix(): {"data": {"epoch_s": 1.5, "train_s": 3.0, "train_loss": 0.1}}
-           for v in variants},
-        **{paths.EVAL_HEADLINE.at(v).as_posix(): {"data": {"test_accuracy": accuracy, "test_loss": 0.2}}
-           for v in variants}}
-    data = {"rev": rev, "params": {"params.yaml": {"data": {"train": {"step_size": step, "epochs": 2},
-                                                             "variants": variants}}}, "metrics": metrics}
+def _entry(
+    rev: str, name: str | None, step: float, accuracy: float | None, variants: list[str], status: str | None = None
+) -> dict:
+    metrics = (
+        {}
+        if accuracy is None
+        else {
+            **{
+                paths.TRAIN_HEADLINE.at(v).as_posix(): {"data": {"epoch_s": 1.5, "train_s": 3.0, "train_loss": 0.1}}
+                for v in variants
+            },
+            **{
+                paths.EVAL_HEADLINE.at(v).as_posix(): {"data": {"test_accuracy": accuracy, "test_loss": 0.2}}
+                for v in variants
+            },
+        }
+    )
+    data = {
+        "rev": rev,
+        "params": {"params.yaml": {"data": {"train": {"step_size": step, "epochs": 2}, "variants": variants}}},
+        "metrics": metrics,
+    }
     return {"rev": rev, "name": name, "data": {**data, **({"status": status} if status else {})}}
 
 
@@ -39,8 +52,15 @@ def test_rows_are_every_variant_of_every_experiment_with_what_it_changed():
         {"name": "exp-failed", "revs": [_entry("456", "exp-failed", 0.5, None, ["jit"], status="Failed")]},
     ]
     rows, left_out = experiments.collect([_entry("workspace", None, 0.01, 0.95, ["nojit", "jit"]), head])
-    assert [row.name for row in rows] == ["workspace · nojit", "workspace · jit", "HEAD (main) · nojit",
-                                          "HEAD (main) · jit", "exp-two · nojit", "exp-two · jit", "exp-one · jit"]
+    assert [row.name for row in rows] == [
+        "workspace · nojit",
+        "workspace · jit",
+        "HEAD (main) · nojit",
+        "HEAD (main) · jit",
+        "exp-two · nojit",
+        "exp-two · jit",
+        "exp-one · jit",
+    ]
     assert rows[0].changed == rows[2].changed == {}
     assert rows[4].changed == {"train.step_size": 0.02}
     assert rows[6].changed == {"train.step_size": 0.03, "variants": ["jit"]}
@@ -59,8 +79,12 @@ def test_accuracy_axes_stay_within_the_data():
 @pytest.fixture(scope="module")
 def experimented(tmp_path_factory):
     """A default two-variant baseline in git and one `dvc exp run -S train.step_size=0.02` (tiny data)."""
-    ws = make_workspace(tmp_path_factory.mktemp("views"), "ws", fast=False, **{
-        "model.layer_sizes": [784, 32, 10], "train.epochs": 2, "profile.trace_steps": 2})
+    ws = make_workspace(
+        tmp_path_factory.mktemp("views"),
+        "ws",
+        fast=False,
+        **{"model.layer_sizes": [784, 32, 10], "train.epochs": 2, "profile.trace_steps": 2},
+    )
     write_raw(ws / paths.RAW.path)
     for folder in paths.RAW.folders:
         (ws / paths.RAW.path / folder).mkdir(exist_ok=True)
@@ -73,8 +97,9 @@ def experimented(tmp_path_factory):
 
 
 def _terminal(ws, *args: str) -> list[str]:
-    done = subprocess.run(args, cwd=ws, env={**env(ws), "COLUMNS": str(WIDTH)}, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        args, cwd=ws, env={**env(ws), "COLUMNS": str(WIDTH)}, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     return [line.rstrip() for line in done.stdout.splitlines() if line.strip()]
 

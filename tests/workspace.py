@@ -23,8 +23,16 @@ def env(ws: Path | None = None) -> dict[str, str]:
     """The test's Python tools first on PATH; inside a workspace, its own copy of the package."""
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     extra = {"PYTHONPATH": str(ws / "src")} if ws else {}
-    return {**os.environ, **extra, "PATH": path, "MNIST_MIRROR": MIRROR or "", "GIT_AUTHOR_NAME": "ci",
-            "GIT_AUTHOR_EMAIL": "ci@localhost", "GIT_COMMITTER_NAME": "ci", "GIT_COMMITTER_EMAIL": "ci@localhost"}
+    return {
+        **os.environ,
+        **extra,
+        "PATH": path,
+        "MNIST_MIRROR": MIRROR or "",
+        "GIT_AUTHOR_NAME": "ci",
+        "GIT_AUTHOR_EMAIL": "ci@localhost",
+        "GIT_COMMITTER_NAME": "ci",
+        "GIT_COMMITTER_EMAIL": "ci@localhost",
+    }
 
 
 def sh(cwd: Path, *args: str) -> str:

@@ -53,17 +53,26 @@ def what_ran(manifest: dict[str, Any], copied: list[str]) -> str:
     steps = {s["name"]: s for s in manifest["steps"]}
     ok = lambda *names: all(steps.get(n, {}).get("exit_code") == 0 for n in names)  # noqa: E731
     stages = [f"{stage}-{v}" for stage in ("train", "evaluate", "profile") for v in ("nojit", "jit", "jit_scan")]
-    parts = [f"`tools/device-run.sh`: the stages ({'all passed' if ok('preprocess', *stages, 'report') else 'not all'}:"
-             " preprocess; train, evaluate, profile of nojit, jit, jit_scan; report)"]
+    parts = [
+        f"`tools/device-run.sh`: the stages ({'all passed' if ok('preprocess', *stages, 'report') else 'not all'}:"
+        " preprocess; train, evaluate, profile of nojit, jit, jit_scan; report)"
+    ]
     parts.append("`bench_train.py` " + ("ran" if ok("bench-train") else "failed"))
     parts.append("`bench_time_to_accuracy.py` " + ("ran" if ok("bench-time-to-accuracy") else "failed"))
     counts = manifest.get("accelerator")
     if counts:
-        parts.append(f"the accelerator tier: {counts['passed']} passed, {counts['failures'] + counts['errors']} failed,"
-                     f" {counts['skipped']} skipped")
+        parts.append(
+            f"the accelerator tier: {counts['passed']} passed, {counts['failures'] + counts['errors']} failed,"
+            f" {counts['skipped']} skipped"
+        )
     same = (manifest.get("determinism") or {}).get("same")
-    parts.append({True: "jit trained twice: the same model bytes", False: "jit trained twice: **other model bytes**",
-                  None: "determinism not checked"}[same])
+    parts.append(
+        {
+            True: "jit trained twice: the same model bytes",
+            False: "jit trained twice: **other model bytes**",
+            None: "determinism not checked",
+        }[same]
+    )
     if manifest.get("failed"):
         parts.append(f"**failed: {', '.join(manifest['failed'])}**")
     return "; ".join(parts) + "; results: " + ", ".join(f"`benchmarks/results/{name}`" for name in copied)
@@ -72,10 +81,13 @@ def what_ran(manifest: dict[str, Any], copied: list[str]) -> str:
 def row(manifest: dict[str, Any], copied: list[str]) -> str:
     v = manifest.get("versions") or {}
     plugins = ", ".join(f"{name} {version}" for name, version in sorted((v.get("plugins") or {}).items()))
-    software = ", ".join(filter(None, [f"jax {v.get('jax')}", f"jaxlib {v.get('jaxlib')}", plugins,
-                                       f"Python {v.get('python')}"]))
-    return (f"{ROW_START}: {device_name(manifest)} (the GPU image's {software}; not the lock's versions) |"
-            f" {manifest['date']} | {what_ran(manifest, copied)} |")
+    software = ", ".join(
+        filter(None, [f"jax {v.get('jax')}", f"jaxlib {v.get('jaxlib')}", plugins, f"Python {v.get('python')}"])
+    )
+    return (
+        f"{ROW_START}: {device_name(manifest)} (the GPU image's {software}; not the lock's versions) |"
+        f" {manifest['date']} | {what_ran(manifest, copied)} |"
+    )
 
 
 def update_readme(readme: Path, new_row: str) -> None:
@@ -135,9 +147,17 @@ def import_results(results: Path, repo: Path, commit: bool) -> list[Path]:
         names = [str(path.relative_to(repo)) for path in written]
         failed = manifest.get("failed") or []
         git(repo, "add", "--", *names)
-        git(repo, "commit", "-q", "-m", f"GPU run of record on {name} ({date}):"
+        git(
+            repo,
+            "commit",
+            "-q",
+            "-m",
+            f"GPU run of record on {name} ({date}):"
             f" {'every step passed' if not failed else 'failed: ' + ', '.join(failed)}; README's Verified on row"
-            f" from its manifest", "--", *names)
+            f" from its manifest",
+            "--",
+            *names,
+        )
     return written
 
 

@@ -35,24 +35,42 @@ from typing import Any
 from xml.etree import ElementTree
 
 # the docstring's first line, kept where python -OO drops docstrings
-DESCRIPTION = 'A GPU run of record in one command: prepare here (`prepare`), run there (`run OUT_DIR`).'
+DESCRIPTION = "A GPU run of record in one command: prepare here (`prepare`), run there (`run OUT_DIR`)."
 ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = ("nojit", "jit", "jit_scan")
 # what the stages import that the GPU image does not hold; carried with what they need (uv.lock's closure)
 IMAGE_LACKS = ("pydantic", "ruamel.yaml", "protobuf", "platformdirs")
-WHEEL_TARGET = ("--only-binary=:all:", "--platform", "manylinux2014_x86_64", "--python-version", "3.12",
-                "--implementation", "cp", "--abi", "cp312")
+WHEEL_TARGET = (
+    "--only-binary=:all:",
+    "--platform",
+    "manylinux2014_x86_64",
+    "--python-version",
+    "3.12",
+    "--implementation",
+    "cp",
+    "--abi",
+    "cp312",
+)
 CARRY_LIMIT = 64 * 2**20  # what one device call carries: the checkout and the named ignored paths
 OUT_FILE_LIMIT = 16 * 2**20  # per file under $OUT
 BUDGET_S = float(os.environ.get("DEVICE_RUN_BUDGET_S", 560))  # the device allows 600 s per command
 BUNDLE_RESERVE_S = 30
 # --smoke: a tiny MLP for a short epoch, so a CPU run of the whole script takes a minute or two
-SMOKE_PARAMS = {"model": {"layer_sizes": [784, 32, 10]}, "train": {"epochs": 1, "batch_size": 64},
-                "profile": {"top_allocations": 5, "trace_steps": 2}}
+SMOKE_PARAMS = {
+    "model": {"layer_sizes": [784, 32, 10]},
+    "train": {"epochs": 1, "batch_size": 64},
+    "profile": {"top_allocations": 5, "trace_steps": 2},
+}
 SMOKE_BENCH_TRAIN = ("--examples", "512", "--rounds", "1", "--repeats", "1")
 SMOKE_BENCH_TTA = ("--examples", "512", "--seeds", "0", "--set", "train.epochs=1", "--target", "0")
-OUT_FILES = ("manifest.json", "bench-train.json", "bench-time-to-accuracy.json", "results.tar.xz",
-             "models.tar.xz", "profile.tar.xz")
+OUT_FILES = (
+    "manifest.json",
+    "bench-train.json",
+    "bench-time-to-accuracy.json",
+    "results.tar.xz",
+    "models.tar.xz",
+    "profile.tar.xz",
+)
 
 
 class UserError(Exception):
@@ -106,12 +124,14 @@ def lock_closure(roots: list[str] | tuple[str, ...]) -> set[str]:
 def locked_pins(roots: tuple[str, ...]) -> list[str]:
     """`name==version` from requirements/runtime.txt (the lock's export) for `roots` and what they need."""
     text = (ROOT / "requirements" / "runtime.txt").read_text(encoding="utf-8")
-    pinned = {normal(m.group(1)): m.group(2)
-              for m in re.finditer(r"^([A-Za-z0-9][\w.-]*)==([^\s;\\]+)", text, re.MULTILINE)}
+    pinned = {
+        normal(m.group(1)): m.group(2) for m in re.finditer(r"^([A-Za-z0-9][\w.-]*)==([^\s;\\]+)", text, re.MULTILINE)
+    }
     missing = sorted(name for name in lock_closure(roots) if name not in pinned)
     if missing:
-        raise UserError(f"requirements/runtime.txt: no pin for {', '.join(missing)}; re-export the lock"
-                        " (tools/update-lock.sh)")
+        raise UserError(
+            f"requirements/runtime.txt: no pin for {', '.join(missing)}; re-export the lock (tools/update-lock.sh)"
+        )
     return [f"{name}=={pinned[name]}" for name in sorted(lock_closure(roots))]
 
 
@@ -131,8 +151,16 @@ def download_record_problems(project: Path) -> list[str]:
 
 def carried_size() -> int:
     """Bytes of the working tree a device call carries: tracked files and untracked ones git does not ignore."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                            capture_output=True, check=True).stdout.decode().split("\0")
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     return sum((ROOT / name).stat().st_size for name in listed if name and (ROOT / name).is_file())
 
 
@@ -145,8 +173,10 @@ def prepare(dest: Path, project: Path) -> None:
     """Fill `dest` with the wheels and the compressed data/raw of `project` (where the download stage ran)."""
     raw, record = project / "data" / "raw", project / "provenance" / "download.json"
     if not raw.is_dir() or not record.is_file():
-        raise UserError(f"{project}: no data/raw with its provenance/download.json; run `mnist-pipeline download`"
-                        " there first (MNIST_MIRROR=../shared/data/mnist offline)")
+        raise UserError(
+            f"{project}: no data/raw with its provenance/download.json; run `mnist-pipeline download`"
+            " there first (MNIST_MIRROR=../shared/data/mnist offline)"
+        )
     problems = download_record_problems(project)
     if problems:
         raise UserError(f"{project}: {problems[0]}; run `mnist-pipeline download` there again")
@@ -157,26 +187,50 @@ def prepare(dest: Path, project: Path) -> None:
     wheels.mkdir(parents=True)
     pins = locked_pins(IMAGE_LACKS)
     (wheels / "requirements.txt").write_text("\n".join(pins) + "\n", encoding="utf-8")
-    done = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
-                           "--no-deps", *WHEEL_TARGET, "-d", str(wheels), *pins])
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-deps",
+            *WHEEL_TARGET,
+            "-d",
+            str(wheels),
+            *pins,
+        ]
+    )
     if done.returncode != 0:
         raise UserError(f"pip download of {len(pins)} wheels failed (above); it needs pip and the package index")
     with tarfile.open(dest / "raw.tar.xz", "w:xz") as tar:
         tar.add(raw, "data/raw")
         tar.add(record, "provenance/download.json")
     status = git("status", "--porcelain")
-    write_json(dest / "prepared.json", {
-        "prepared": now(), "commit": git("rev-parse", "HEAD"), "dirty": bool(status) if status is not None else None,
-        "raw_from": str(project.resolve()), "raw_sha256": sha256(dest / "raw.tar.xz"), "wheels": pins,
-    })
+    write_json(
+        dest / "prepared.json",
+        {
+            "prepared": now(),
+            "commit": git("rev-parse", "HEAD"),
+            "dirty": bool(status) if status is not None else None,
+            "raw_from": str(project.resolve()),
+            "raw_sha256": sha256(dest / "raw.tar.xz"),
+            "wheels": pins,
+        },
+    )
     carried = sum(p.stat().st_size for p in dest.rglob("*") if p.is_file())
     tree = carried_size() if (ROOT / ".git").exists() else 0
-    print(f"{dest}: {carried / 2**20:.1f} MiB ({len(list(wheels.glob('*.whl')))} wheels, data/raw"
-          f" {(dest / 'raw.tar.xz').stat().st_size / 2**20:.1f} MiB); with the checkout {(carried + tree) / 2**20:.1f}"
-          f" MiB of {CARRY_LIMIT // 2**20} MiB")
+    print(
+        f"{dest}: {carried / 2**20:.1f} MiB ({len(list(wheels.glob('*.whl')))} wheels, data/raw"
+        f" {(dest / 'raw.tar.xz').stat().st_size / 2**20:.1f} MiB); with the checkout {(carried + tree) / 2**20:.1f}"
+        f" MiB of {CARRY_LIMIT // 2**20} MiB"
+    )
     if carried + tree > CARRY_LIMIT:
-        raise UserError(f"{dest} and the checkout: {(carried + tree) / 2**20:.1f} MiB, over the {CARRY_LIMIT // 2**20}"
-                        " MiB a device call carries; remove large untracked files from the checkout")
+        raise UserError(
+            f"{dest} and the checkout: {(carried + tree) / 2**20:.1f} MiB, over the {CARRY_LIMIT // 2**20}"
+            " MiB a device call carries; remove large untracked files from the checkout"
+        )
 
 
 # --- run (on the device, any python3 with the standard library) ---
@@ -206,9 +260,12 @@ class Runner:
         self.extra: dict[str, Any] = {}
         # as the project's images run: no process holds 75% of the GPU (the accelerator tier's subprocesses)
         self.settings = {"XLA_PYTHON_CLIENT_PREALLOCATE": os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "false")}
-        self.env = {**os.environ, **self.settings,
-                    "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")])),
-                    "PATH": f"{self.venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
+        self.env = {
+            **os.environ,
+            **self.settings,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")])),
+            "PATH": f"{self.venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+        }
 
     def left(self) -> float:
         return BUDGET_S - (time.monotonic() - self.clock)
@@ -226,8 +283,14 @@ class Runner:
             started = time.monotonic()
             with open(self.work / step.log, "w", encoding="utf-8") as log:
                 try:
-                    step.exit_code = subprocess.run(argv, cwd=cwd, env={**self.env, **(env or {})}, stdout=log,
-                                                    stderr=subprocess.STDOUT, timeout=timeout).returncode
+                    step.exit_code = subprocess.run(
+                        argv,
+                        cwd=cwd,
+                        env={**self.env, **(env or {})},
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        timeout=timeout,
+                    ).returncode
                 except subprocess.TimeoutExpired:
                     step.note = f"stopped after {timeout:.0f} s: the time budget was spent"
                 except OSError as err:
@@ -254,27 +317,41 @@ class Runner:
         read = lambda name: json.loads((self.work / name).read_text()) if (self.work / name).is_file() else None  # noqa: E731
         environment = read("environment.json") or {}
         failed = self.failed()
-        write_json(self.out / "manifest.json", {
-            "what": "GPU run of record (tools/device-run.sh)", "smoke": self.smoke,
-            "date": self.started[:10], "started": self.started, "ended": now(),
-            "seconds": round(time.monotonic() - self.clock, 1),
-            "prepared": read_carried("prepared.json"), "settings": self.settings,
-            "versions": environment.get("versions"),
-            "device": environment.get("device"), "params": read("params.json"), "raw_record": read("raw-record.json"),
-            **self.extra, "steps": [asdict(s) for s in self.steps], "files": files, "failed": failed,
-            "ok": not failed and files is not None,
-        })
+        write_json(
+            self.out / "manifest.json",
+            {
+                "what": "GPU run of record (tools/device-run.sh)",
+                "smoke": self.smoke,
+                "date": self.started[:10],
+                "started": self.started,
+                "ended": now(),
+                "seconds": round(time.monotonic() - self.clock, 1),
+                "prepared": read_carried("prepared.json"),
+                "settings": self.settings,
+                "versions": environment.get("versions"),
+                "device": environment.get("device"),
+                "params": read("params.json"),
+                "raw_record": read("raw-record.json"),
+                **self.extra,
+                "steps": [asdict(s) for s in self.steps],
+                "files": files,
+                "failed": failed,
+                "ok": not failed and files is not None,
+            },
+        )
 
     def setup(self, carry: Path) -> None:
         """The environment: a venv over the image's packages, the carried wheels, the data, the params."""
-        self.step("venv", [sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(self.venv)],
-                  cwd=self.work)
+        self.step(
+            "venv",
+            [sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(self.venv)],
+            cwd=self.work,
+        )
         site_dir = next((self.venv / "lib").glob("python3*/site-packages"), None)
         if site_dir is not None and sys.prefix != sys.base_prefix:  # python3 is a venv: its packages are "system"
             import site
 
-            (site_dir / "_device_run_parent.pth").write_text("\n".join(site.getsitepackages()) + "\n",
-                                                            encoding="utf-8")
+            (site_dir / "_device_run_parent.pth").write_text("\n".join(site.getsitepackages()) + "\n", encoding="utf-8")
         if self.python.exists():  # `mnist-pipeline` runs the checkout's code (PYTHONPATH): no install needed
             wrapper = self.venv / "bin" / "mnist-pipeline"
             wrapper.write_text(f'#!/bin/sh\nexec "{self.python}" -m mnist_jax_pipeline.cli "$@"\n', encoding="utf-8")
@@ -283,14 +360,35 @@ class Runner:
         if self.python.exists() and subprocess.run(pip, capture_output=True).returncode != 0:
             self.step("ensurepip", [str(self.python), "-m", "ensurepip", "--default-pip"], cwd=self.work)
         wheels = carry / "wheels"
-        self.step("wheels", [str(self.python), "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
-                             "--no-index", "--find-links", str(wheels), "-r", str(wheels / "requirements.txt")],
-                  cwd=self.work)
+        self.step(
+            "wheels",
+            [
+                str(self.python),
+                "-m",
+                "pip",
+                "install",
+                "--disable-pip-version-check",
+                "--no-input",
+                "--no-index",
+                "--find-links",
+                str(wheels),
+                "-r",
+                str(wheels / "requirements.txt"),
+            ],
+            cwd=self.work,
+        )
         self.project.mkdir()
         link_checkout(self.project)
         self.step("unpack", ["tar", "-xJf", str(carry / "raw.tar.xz"), "-C", str(self.project)])
-        self.here("params", ["params", str(self.project / "params.yaml"), str(self.work / "params.json"),
-                             *(["--smoke"] if self.smoke else [])])
+        self.here(
+            "params",
+            [
+                "params",
+                str(self.project / "params.yaml"),
+                str(self.work / "params.json"),
+                *(["--smoke"] if self.smoke else []),
+            ],
+        )
         self.here("raw-record", ["raw-record", str(self.work / "raw-record.json")])
         self.here("environment", ["environment", str(self.work / "environment.json")])
 
@@ -316,8 +414,12 @@ class Runner:
         self.step("determinism-train-jit", ["mnist-pipeline", "train", "--variant", "jit"], cwd=again)
         first, second = (root / "models" / "jit.safetensors" for root in (self.project, again))
         digests = [sha256(p) if p.is_file() else None for p in (first, second)]
-        self.extra["determinism"] = {"variant": "jit", "first_sha256": digests[0], "second_sha256": digests[1],
-                                     "same": None if None in digests else digests[0] == digests[1]}
+        self.extra["determinism"] = {
+            "variant": "jit",
+            "first_sha256": digests[0],
+            "second_sha256": digests[1],
+            "same": None if None in digests else digests[0] == digests[1],
+        }
         shutil.copy2(second, self.work / "jit-again.safetensors") if second.is_file() else None
         self.save()
 
@@ -325,20 +427,54 @@ class Runner:
         raw = self.project / "data" / "raw"
         idx = raw / "idx"
         real = idx.is_dir() and len(list(idx.glob("*-ubyte.gz"))) == 4
-        self.step("bench-train", [str(self.python), str(ROOT / "benchmarks" / "bench_train.py"), "--json", "--output",
-                                  str(self.out / "bench-train.json"), *([] if real else ["--synthetic"]),
-                                  *(SMOKE_BENCH_TRAIN if self.smoke else ())],
-                  cwd=ROOT, env={"MNIST_MIRROR": str(idx)} if real else None)
-        self.step("bench-time-to-accuracy",
-                  [str(self.python), str(ROOT / "benchmarks" / "bench_time_to_accuracy.py"), "--raw", str(raw),
-                   "--json", "--output", str(self.out / "bench-time-to-accuracy.json"),
-                   *(SMOKE_BENCH_TTA if self.smoke else ())], cwd=ROOT)
+        self.step(
+            "bench-train",
+            [
+                str(self.python),
+                str(ROOT / "benchmarks" / "bench_train.py"),
+                "--json",
+                "--output",
+                str(self.out / "bench-train.json"),
+                *([] if real else ["--synthetic"]),
+                *(SMOKE_BENCH_TRAIN if self.smoke else ()),
+            ],
+            cwd=ROOT,
+            env={"MNIST_MIRROR": str(idx)} if real else None,
+        )
+        self.step(
+            "bench-time-to-accuracy",
+            [
+                str(self.python),
+                str(ROOT / "benchmarks" / "bench_time_to_accuracy.py"),
+                "--raw",
+                str(raw),
+                "--json",
+                "--output",
+                str(self.out / "bench-time-to-accuracy.json"),
+                *(SMOKE_BENCH_TTA if self.smoke else ()),
+            ],
+            cwd=ROOT,
+        )
 
     def accelerator(self) -> None:
         junit = self.work / "accelerator.xml"
-        self.step("accelerator-tier", [str(self.python), "-m", "pytest", "-m", "accelerator", "-n", "0", "-p",
-                                       "no:cacheprovider", f"--junitxml={junit}", "tests/test_accelerator.py"],
-                  cwd=ROOT)
+        self.step(
+            "accelerator-tier",
+            [
+                str(self.python),
+                "-m",
+                "pytest",
+                "-m",
+                "accelerator",
+                "-n",
+                "0",
+                "-p",
+                "no:cacheprovider",
+                f"--junitxml={junit}",
+                "tests/test_accelerator.py",
+            ],
+            cwd=ROOT,
+        )
         if junit.is_file():
             root = ElementTree.parse(junit).getroot()
             suite = root if root.tag == "testsuite" else root.find("testsuite")
@@ -352,14 +488,20 @@ class Runner:
         """The results into at most 8 files under OUT: the manifest, the benchmarks' JSON, three tar.xz."""
         project = self.project
         groups = {
-            "results.tar.xz": [(self.logs, "logs"), (self.work / "accelerator.xml", "accelerator.xml"),
-                               (self.work / "environment.json", "environment.json"),
-                               (project / "params.yaml", "params.yaml"), (project / "metrics", "metrics"),
-                               (project / "plots", "plots"), (project / "provenance", "provenance"),
-                               *[(p, f"reports/{p.name}") for p in sorted((project / "reports").glob("*"))
-                                 if p.name != "profile"]],
-            "models.tar.xz": [(project / "models", "models"), (self.work / "jit-again.safetensors",
-                                                               "determinism/jit-again.safetensors")],
+            "results.tar.xz": [
+                (self.logs, "logs"),
+                (self.work / "accelerator.xml", "accelerator.xml"),
+                (self.work / "environment.json", "environment.json"),
+                (project / "params.yaml", "params.yaml"),
+                (project / "metrics", "metrics"),
+                (project / "plots", "plots"),
+                (project / "provenance", "provenance"),
+                *[(p, f"reports/{p.name}") for p in sorted((project / "reports").glob("*")) if p.name != "profile"],
+            ],
+            "models.tar.xz": [
+                (project / "models", "models"),
+                (self.work / "jit-again.safetensors", "determinism/jit-again.safetensors"),
+            ],
             "profile.tar.xz": [(project / "reports" / "profile", "reports/profile")],
         }
         for name, members in groups.items():
@@ -372,8 +514,11 @@ class Runner:
             path = self.out / name
             if path.is_file():
                 size = path.stat().st_size
-                files[name] = {"bytes": size, "sha256": sha256(path) if name != "manifest.json" else None,
-                               **({"over_limit": True} if size > OUT_FILE_LIMIT else {})}
+                files[name] = {
+                    "bytes": size,
+                    "sha256": sha256(path) if name != "manifest.json" else None,
+                    **({"over_limit": True} if size > OUT_FILE_LIMIT else {}),
+                }
         return files
 
 
@@ -407,9 +552,12 @@ def run(out: Path, smoke: bool, keep: bool) -> int:
     files = runner.bundle()
     runner.save(files)
     failed = runner.failed()
-    print(f"{out}/manifest.json: {len(runner.steps)} steps in {time.monotonic() - runner.clock:.0f} s;"
-          f" {'failed: ' + ', '.join(failed) if failed else 'all passed'}; determinism:"
-          f" {runner.extra.get('determinism', {}).get('same')}", flush=True)
+    print(
+        f"{out}/manifest.json: {len(runner.steps)} steps in {time.monotonic() - runner.clock:.0f} s;"
+        f" {'failed: ' + ', '.join(failed) if failed else 'all passed'}; determinism:"
+        f" {runner.extra.get('determinism', {}).get('same')}",
+        flush=True,
+    )
     if keep:
         print(f"work folder kept: {runner.work}")
     else:
@@ -433,8 +581,14 @@ def write_params(target: Path, summary: Path, smoke: bool) -> None:
     from mnist_jax_pipeline.config import load
 
     load(str(target))  # checked as every stage checks it
-    write_json(summary, {"sha256": hashlib.sha256(text.encode()).hexdigest(), "variants": raw["variants"],
-                         "changed": {"variants": raw["variants"], **(SMOKE_PARAMS if smoke else {})}})
+    write_json(
+        summary,
+        {
+            "sha256": hashlib.sha256(text.encode()).hexdigest(),
+            "variants": raw["variants"],
+            "changed": {"variants": raw["variants"], **(SMOKE_PARAMS if smoke else {})},
+        },
+    )
     print(text)
 
 
@@ -463,22 +617,37 @@ def environment(out: Path) -> None:
     set_numerics()
     import jax
 
-    plugins = {d.metadata["Name"]: d.version for d in metadata.distributions()
-               if re.match(r"(jax[-_]cuda|jax[-_]rocm|libtpu|nvidia[-_]cuda[-_]runtime)", d.metadata["Name"] or "")}
-    versions = {"python": platform.python_version(), "jax": jax.__version__, "jaxlib": package_version("jaxlib"),
-                "numpy": package_version("numpy"), "plugins": plugins,
-                **{name: package_version(name) for name in ("optax", "safetensors", "pydantic", "ml-dtypes", "scipy")}}
+    plugins = {
+        d.metadata["Name"]: d.version
+        for d in metadata.distributions()
+        if re.match(r"(jax[-_]cuda|jax[-_]rocm|libtpu|nvidia[-_]cuda[-_]runtime)", d.metadata["Name"] or "")
+    }
+    versions = {
+        "python": platform.python_version(),
+        "jax": jax.__version__,
+        "jaxlib": package_version("jaxlib"),
+        "numpy": package_version("numpy"),
+        "plugins": plugins,
+        **{name: package_version(name) for name in ("optax", "safetensors", "pydantic", "ml-dtypes", "scipy")},
+    }
     device: dict[str, Any] = {"cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "platform": platform.platform()}
     try:
         devices = jax.devices()
-        device |= {"backend": jax.default_backend(), "jax_devices": [str(d) for d in devices],
-                   "device_kind": devices[0].device_kind, "device_count": len(devices)}
+        device |= {
+            "backend": jax.default_backend(),
+            "jax_devices": [str(d) for d in devices],
+            "device_kind": devices[0].device_kind,
+            "device_count": len(devices),
+        }
     except RuntimeError as err:
         device["jax_error"] = str(err)
     smi = shutil.which("nvidia-smi")
     if smi:
-        done = subprocess.run([smi, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            [smi, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+        )
         device["nvidia_smi"] = done.stdout.strip().splitlines() if done.returncode == 0 else None
     write_json(out, {"versions": versions, "device": device | numerics()})
     print(json.dumps({"versions": versions, "device": device}, indent=2))
@@ -489,8 +658,13 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("prepare", help="fill .device/ here (tools/device-prepare.sh)")
     p.add_argument("--dest", type=Path, default=None, help="the folder to fill (default: .device)")
-    p.add_argument("--from", dest="project", type=Path, default=ROOT,
-                   help="a folder where the download stage ran: its data/raw and provenance/download.json")
+    p.add_argument(
+        "--from",
+        dest="project",
+        type=Path,
+        default=ROOT,
+        help="a folder where the download stage ran: its data/raw and provenance/download.json",
+    )
     p = sub.add_parser("run", help="the run on the device (tools/device-run.sh)")
     p.add_argument("out", type=Path)
     p.add_argument("--smoke", action="store_true", help="tiny settings: checks the script, measures nothing")

@@ -25,8 +25,11 @@ from pathlib import Path
 # the docstring's first line, as a constant: python -OO drops docstrings
 DESCRIPTION = "Write .dvc/plots/offline.html: the page DVC's plots fill, with Vega inlined for offline use."
 
-LIBRARIES = (("vega", "5.33.1", "vega.min.js"), ("vega-lite", "5.23.0", "vega-lite.min.js"),
-             ("vega-embed", "6.29.0", "vega-embed.min.js"))
+LIBRARIES = (
+    ("vega", "5.33.1", "vega.min.js"),
+    ("vega-lite", "5.23.0", "vega-lite.min.js"),
+    ("vega-embed", "6.29.0", "vega-embed.min.js"),
+)
 OUTPUT = Path(__file__).resolve().parents[1] / ".dvc" / "plots" / "offline.html"
 PLACEHOLDER = re.compile(r"\{(plot_divs|scripts|refresh_tag)\}")
 PAGE = """<!DOCTYPE html>
@@ -51,8 +54,9 @@ def build(name: str, version: str, folder: Path) -> str:
     """One library's minified build from its npm tarball in `folder` (fetched when absent)."""
     tarball = folder / f"{name}-{version}.tgz"
     if not tarball.is_file():
-        subprocess.run(["npm", "pack", "--silent", f"{name}@{version}"], cwd=folder, check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            ["npm", "pack", "--silent", f"{name}@{version}"], cwd=folder, check=True, stdout=subprocess.DEVNULL
+        )
     with tarfile.open(tarball) as archive:
         member = archive.extractfile(f"package/build/{dict((n, f) for n, _, f in LIBRARIES)[name]}")
         assert member is not None

@@ -42,10 +42,18 @@ DESCRIPTION = "One entry point, `mnist-pipeline`, with a subcommand per stage."
 def _add_common(parser: argparse.ArgumentParser, default: bool) -> None:
     """--params and --verbose, before or after the command. After it, an option left out keeps the
     value given before it (argparse.SUPPRESS: absent from the command's namespace)."""
-    parser.add_argument("--params", default="params.yaml" if default else argparse.SUPPRESS,
-                        help="parameters file (default: params.yaml)")
-    parser.add_argument("--verbose", "-v", action="store_true", default=False if default else argparse.SUPPRESS,
-                        help="debug logging and full tracebacks")
+    parser.add_argument(
+        "--params",
+        default="params.yaml" if default else argparse.SUPPRESS,
+        help="parameters file (default: params.yaml)",
+    )
+    parser.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        default=False if default else argparse.SUPPRESS,
+        help="debug logging and full tracebacks",
+    )
 
 
 def version() -> str:
@@ -98,6 +106,8 @@ def _unraisable(unraisable: sys.UnraisableHookArgs) -> None:
     """Say nothing of a stop dropped in a garbage-collection callback: its signal comes again."""
     if not isinstance(unraisable.exc_value, Stopped):
         sys.__unraisablehook__(unraisable)
+
+
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 PARENT_POLL_S = 0.1
 
@@ -129,8 +139,9 @@ def refuse_owned(args: argparse.Namespace) -> None:
             continue
         owner = paths.owner(value)
         if owner is not None:
-            raise PipelineError(f"--{option} {value}: the '{owner}' stage writes there; choose a path outside"
-                                " the pipeline's outputs")
+            raise PipelineError(
+                f"--{option} {value}: the '{owner}' stage writes there; choose a path outside the pipeline's outputs"
+            )
 
 
 @contextlib.contextmanager
@@ -163,9 +174,11 @@ def _backend_failure() -> str | None:
         jax.devices()
     except Exception as err:
         reason = str(err).split(" (set JAX_PLATFORMS", 1)[0] or "no such device is visible"
-        return (f"JAX_PLATFORMS={clip(setting)}: JAX cannot start that backend here ({clip(reason, 160)}); set"
-                " JAX_PLATFORMS=cpu, or unset it to let JAX use what this machine has (a GPU needs the"
-                " .[cuda12] extra, a TPU the .[tpu] extra)")
+        return (
+            f"JAX_PLATFORMS={clip(setting)}: JAX cannot start that backend here ({clip(reason, 160)}); set"
+            " JAX_PLATFORMS=cpu, or unset it to let JAX use what this machine has (a GPU needs the"
+            " .[cuda12] extra, a TPU the .[tpu] extra)"
+        )
     return None
 
 
@@ -214,8 +227,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         discard_temps()
         signum = err.signum if isinstance(err, Stopped) else signal.SIGINT
         name = signal.Signals(signum).name
-        print(f"error: {label} stopped by {name}; its temporary files were removed, nothing is half-written",
-              file=sys.stderr)
+        print(
+            f"error: {label} stopped by {name}; its temporary files were removed, nothing is half-written",
+            file=sys.stderr,
+        )
         return 128 + signum
     finally:
         for sig, handler in previous.items():

@@ -96,7 +96,7 @@ class ImportCache:
             return
         with contextlib.suppress(OSError):
             self.file.parent.mkdir(parents=True, exist_ok=True)
-            kept = dict(list(self.entries.items())[-self.KEPT:])
+            kept = dict(list(self.entries.items())[-self.KEPT :])
             with tempfile.NamedTemporaryFile("w", dir=self.file.parent, prefix=".tmp-", delete=False) as out:
                 json.dump({"version": self.VERSION, "entries": kept}, out)
             os.replace(out.name, self.file)

@@ -28,8 +28,13 @@ class Option:
         if self.switch:
             parser.add_argument(self.flag, action="store_true", help=self.help)
             return
-        parser.add_argument(self.flag, default=self.default, choices=self.choices, required=self.default is None,
-                            help=f"{self.help} (default: {self.default})" if self.default else self.help)
+        parser.add_argument(
+            self.flag,
+            default=self.default,
+            choices=self.choices,
+            required=self.default is None,
+            help=f"{self.help} (default: {self.default})" if self.default else self.help,
+        )
 
 
 @dataclass(frozen=True)
@@ -46,39 +51,82 @@ ROOT = Option("--root", "folder the stage's outputs go under, as laid out in pat
 
 COMMANDS: dict[str, Command] = {
     "check": Command("config", "validate the parameters file and exit"),
-    "download": Command("data.download", "download and prepare the dataset with TFDS (honours MNIST_MIRROR)",
-                        (Option("--out", "output folder", paths.RAW.path),)),
-    "preprocess": Command("data.preprocess", "write the versioned training arrays",
-                          (Option("--raw", "the download stage's folder", paths.RAW.path),
-                           Option("--out", "output folder", paths.PROCESSED.path))),
+    "download": Command(
+        "data.download",
+        "download and prepare the dataset with TFDS (honours MNIST_MIRROR)",
+        (Option("--out", "output folder", paths.RAW.path),),
+    ),
+    "preprocess": Command(
+        "data.preprocess",
+        "write the versioned training arrays",
+        (
+            Option("--raw", "the download stage's folder", paths.RAW.path),
+            Option("--out", "output folder", paths.PROCESSED.path),
+        ),
+    ),
     "train": Command("train", "train one variant of the MLP", (VARIANT, PROCESSED, ROOT)),
     "evaluate": Command("evaluate", "evaluate one trained variant", (VARIANT, PROCESSED, ROOT)),
-    "profile": Command("profiling.stage", "execution trace and device-memory snapshots (pprof) of one trained variant",
-                       (VARIANT, PROCESSED, ROOT)),
+    "profile": Command(
+        "profiling.stage",
+        "execution trace and device-memory snapshots (pprof) of one trained variant",
+        (VARIANT, PROCESSED, ROOT),
+    ),
     "report": Command("report.render", "render reports/report.html and reports/summary.md"),
-    "sweep-point": Command("sweeps:write_point", "write a sweep point's params.yaml (Snakemake runs it)",
-                           (Option("--sweep", "the sweep's name (sweeps/NAME.yaml)"),
-                            Option("--point", "the point's name")), hidden=True),
-    "sweep-queue": Command("sweeps:queue", "queue a sweep's points as DVC experiments",
-                           (Option("--file", "the sweep file, sweeps/NAME.yaml"),)),
-    "compare": Command("comparison.compare", "one page comparing a sweep's points or DVC's experiments",
-                       (Option("--sweep", "a sweep's name (sweeps/NAME.yaml)", ""),
-                        Option("--dvc", "DVC's experiments of this commit instead", switch=True),
-                        Option("--out", f"the page (default: sweeps/NAME/{paths.COMPARE_HTML}, with --dvc"
-                                        f" {paths.EXPERIMENTS_HTML})", ""))),
-    "show": Command("comparison.experiments", "DVC's experiments, the baseline and the workspace: one line per"
-                    " variant with test accuracy, timings and the changed parameters"),
-    "preset": Command("presets", "merge presets/NAME.yaml over params.yaml and print each changed key",
-                      (Option("name", "the preset's name (presets/NAME.yaml)"),)),
-    "explain": Command("explain", "where an output came from: the job, its parameters, code and inputs, and"
-                       " whether it is current", (Option("path", "an output or provenance record, e.g."
-                                                         " models/jit.safetensors"),)),
-    "crate": Command("crate.command", "write ro-crate-metadata.json: the last run as a Workflow Run RO-Crate",
-                     (Option("--out", "the crate's root folder, where ro-crate-metadata.json goes", "."),
-                      Option("--validate", "check it against the Provenance Run Crate 0.5 profile (offline)",
-                             switch=True))),
-    "viewer": Command("viewer", "the profile's trace in XProf, served on 127.0.0.1 only (the profile-viewer extra)",
-                      (VARIANT, Option("--port", "the web server's port", "8791"))),
-    "generate": Command("generate", "write the files derived from the stage table (dvc.yaml, the params schema)",
-                        (Option("--check", "only check that they are current", switch=True),)),
+    "sweep-point": Command(
+        "sweeps:write_point",
+        "write a sweep point's params.yaml (Snakemake runs it)",
+        (Option("--sweep", "the sweep's name (sweeps/NAME.yaml)"), Option("--point", "the point's name")),
+        hidden=True,
+    ),
+    "sweep-queue": Command(
+        "sweeps:queue",
+        "queue a sweep's points as DVC experiments",
+        (Option("--file", "the sweep file, sweeps/NAME.yaml"),),
+    ),
+    "compare": Command(
+        "comparison.compare",
+        "one page comparing a sweep's points or DVC's experiments",
+        (
+            Option("--sweep", "a sweep's name (sweeps/NAME.yaml)", ""),
+            Option("--dvc", "DVC's experiments of this commit instead", switch=True),
+            Option(
+                "--out",
+                f"the page (default: sweeps/NAME/{paths.COMPARE_HTML}, with --dvc {paths.EXPERIMENTS_HTML})",
+                "",
+            ),
+        ),
+    ),
+    "show": Command(
+        "comparison.experiments",
+        "DVC's experiments, the baseline and the workspace: one line per"
+        " variant with test accuracy, timings and the changed parameters",
+    ),
+    "preset": Command(
+        "presets",
+        "merge presets/NAME.yaml over params.yaml and print each changed key",
+        (Option("name", "the preset's name (presets/NAME.yaml)"),),
+    ),
+    "explain": Command(
+        "explain",
+        "where an output came from: the job, its parameters, code and inputs, and whether it is current",
+        (Option("path", "an output or provenance record, e.g. models/jit.safetensors"),),
+    ),
+    "crate": Command(
+        "crate.command",
+        "write ro-crate-metadata.json: the last run as a Workflow Run RO-Crate",
+        (
+            Option("--out", "the crate's root folder, where ro-crate-metadata.json goes", "."),
+            Option("--validate", "check it against the Provenance Run Crate 0.5 profile (offline)", switch=True),
+        ),
+    ),
+    "viewer": Command(
+        "viewer",
+        "the profile's trace in XProf, served on 127.0.0.1 only (the profile-viewer extra)",
+        (VARIANT, Option("--port", "the web server's port", "8791")),
+    ),
+    "generate": Command(
+        "generate",
+        "write the files derived from the stage table (dvc.yaml, the params schema)",
+        (Option("--check", "only check that they are current", switch=True),),
+    ),
 }

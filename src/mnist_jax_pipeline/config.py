@@ -52,8 +52,9 @@ class DataConfig(Section):
 
 
 class PreprocessConfig(Section):
-    deskew: bool = Field(description="shear each image upright about its centre of mass (data/preprocess.py),"
-                                     " before normalize")
+    deskew: bool = Field(
+        description="shear each image upright about its centre of mass (data/preprocess.py), before normalize"
+    )
     normalize: Literal["none", "unit", "standardize"]
     flatten: bool
     validation_fraction: Annotated[float, Field(ge=0, lt=1)]
@@ -65,10 +66,12 @@ class ModelConfig(Section):
     layer_sizes: Annotated[tuple[LayerSize, ...], Field(strict=False, min_length=2, max_length=10)]
     init: Literal["normal", "he"] = Field(
         description="normal: weights and biases init_scale * normal (the tutorial); he: weights"
-                    " sqrt(2 / fan_in) * normal, biases zero")
+        " sqrt(2 / fan_in) * normal, biases zero"
+    )
     init_scale: Annotated[float, Field(gt=0, le=10, description="the normal init's scale (unused by he)")]
     output_init: Literal["same", "zeros"] = Field(
-        description="same: the output layer is initialised like the others; zeros: its weights and biases start at 0")
+        description="same: the output layer is initialised like the others; zeros: its weights and biases start at 0"
+    )
     seed: Seed
 
     @model_validator(mode="after")
@@ -92,7 +95,8 @@ class TrainConfig(Section):
     nesterov: bool = Field(description="Nesterov momentum, for momentum and adam (sgd has no momentum)")
     schedule: Literal["constant", "cosine", "onecycle"] = Field(
         description="constant; cosine: decay to 0 over all steps; onecycle: linear warm-up from 0 to"
-                    " step_size over warmup_fraction of the steps, then linear decay to 0")
+        " step_size over warmup_fraction of the steps, then linear decay to 0"
+    )
     warmup_fraction: Annotated[float, Field(ge=0, le=1, description="share of the steps onecycle warms up over")]
     label_smoothing: Annotated[float, Field(ge=0, lt=1, description="targets (1 - s) * one_hot + s / classes")]
     batch_size: PositiveInt
@@ -103,8 +107,12 @@ class TrainConfig(Section):
 
 class ProfileConfig(Section):
     top_allocations: Annotated[int, Field(ge=1, le=10_000)]
-    trace_steps: Annotated[int, Field(ge=1, le=200, description="training steps traced per variant (jit_scan:"
-                                      " the whole epochs that cover them)")]
+    trace_steps: Annotated[
+        int,
+        Field(
+            ge=1, le=200, description="training steps traced per variant (jit_scan: the whole epochs that cover them)"
+        ),
+    ]
 
 
 class Params(Section):
@@ -124,15 +132,20 @@ class Params(Section):
             raise ValueError(
                 "preprocess.validation_fraction: no training example is left after max_train_examples"
                 f" ({self.preprocess.max_train_examples}) and the validation split; lower validation_fraction"
-                " or raise max_train_examples")
+                " or raise max_train_examples"
+            )
         steps = math.ceil(train_count / self.train.batch_size) * self.train.epochs
         if steps > INT32_MAX:
-            raise ValueError(f"train: {steps:,} steps in all (epochs x batches) exceed {INT32_MAX:,};"
-                             " lower train.epochs or raise train.batch_size")
+            raise ValueError(
+                f"train: {steps:,} steps in all (epochs x batches) exceed {INT32_MAX:,};"
+                " lower train.epochs or raise train.batch_size"
+            )
         activations = min(self.train.batch_size, train_count) * sum(self.model.layer_sizes)
         if activations > MAX_ACTIVATIONS:
-            raise ValueError(f"train.batch_size: a batch of {min(self.train.batch_size, train_count):,} holds"
-                             f" {activations:,} activations, more than {MAX_ACTIVATIONS:,}; lower it")
+            raise ValueError(
+                f"train.batch_size: a batch of {min(self.train.batch_size, train_count):,} holds"
+                f" {activations:,} activations, more than {MAX_ACTIVATIONS:,}; lower it"
+            )
         return self
 
     def to_dict(self) -> dict[str, Any]:
@@ -208,8 +221,10 @@ def _describe(error: ErrorDetails) -> str:
 def validate(raw: Any, source: str = "params.yaml") -> Params:
     """Validate raw parameters; raise PipelineError with one line naming the key."""
     if not isinstance(raw, dict):
-        raise PipelineError(f"{source}: expected a mapping of section names to parameters"
-                            f" ({', '.join(Params.model_fields)}); start from the repository's params.yaml")
+        raise PipelineError(
+            f"{source}: expected a mapping of section names to parameters"
+            f" ({', '.join(Params.model_fields)}); start from the repository's params.yaml"
+        )
     try:
         return Params.model_validate(raw)
     except ValidationError as err:
@@ -239,8 +254,10 @@ def _read_capped(path: Path) -> bytes:
         too_large = stat.S_ISREG(info.st_mode) and info.st_size > MAX_FILE_BYTES
         data = b"" if too_large else handle.read(MAX_FILE_BYTES + 1)
     if too_large or len(data) > MAX_FILE_BYTES:
-        raise PipelineError(f"{path}: more than {MAX_FILE_BYTES // 2**20} MiB, the most a parameters, preset or sweep"
-                            " file may hold; check the path")
+        raise PipelineError(
+            f"{path}: more than {MAX_FILE_BYTES // 2**20} MiB, the most a parameters, preset or sweep"
+            " file may hold; check the path"
+        )
     return data
 
 
@@ -258,8 +275,9 @@ def parse_yaml(text: str, path: str | Path) -> Any:
         raise PipelineError(f"{path}: nested too deeply to read; fix the syntax") from None
     where = _set_in(data)
     if where is not None:  # a set has no order: its values would reach the stages in any order
-        raise PipelineError(f"{path}: {clip(where) or '(top level)'}: a set (!!set) has no order;"
-                            " write a list [a, b, ...]")
+        raise PipelineError(
+            f"{path}: {clip(where) or '(top level)'}: a set (!!set) has no order; write a list [a, b, ...]"
+        )
     return data
 
 

@@ -128,7 +128,8 @@ def progress_wanted(stream: IO[str] = sys.stderr) -> bool:
     says otherwise."""
     setting = os.environ.get(PROGRESS_ENV, "").strip().lower()
     if setting not in PROGRESS_SETTINGS:
-        raise PipelineError(f"{PROGRESS_ENV}={os.environ[PROGRESS_ENV]}: not a setting;"
-                            " use 0 (or off), 1 (or on) or auto")
+        raise PipelineError(
+            f"{PROGRESS_ENV}={os.environ[PROGRESS_ENV]}: not a setting; use 0 (or off), 1 (or on) or auto"
+        )
     forced = PROGRESS_SETTINGS[setting]
     return forced if forced is not None else terminal_columns(stream) > 0

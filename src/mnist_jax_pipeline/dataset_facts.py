@@ -11,4 +11,3 @@ SPLIT_SIZES: dict[str, dict[str, int]] = {
     "mnist": {"train": 60_000, "test": 10_000},
     "fashion_mnist": {"train": 60_000, "test": 10_000},
 }
-

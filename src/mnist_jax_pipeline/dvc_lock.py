@@ -55,8 +55,9 @@ def commit(names: list[str]) -> str | None:
         return None
     # In a session of its own: a Ctrl-C pressed again while it records (it reaches the whole process group)
     # must not cut dvc.lock's update short; the run stops once it is written.
-    done = subprocess.run(["dvc", "commit", "--force", "--quiet", *names], capture_output=True, text=True,
-                          start_new_session=True)
+    done = subprocess.run(
+        ["dvc", "commit", "--force", "--quiet", *names], capture_output=True, text=True, start_new_session=True
+    )
     if done.returncode == 0:
         return None
     lines = [line for line in (done.stderr + done.stdout).splitlines() if line.strip()]

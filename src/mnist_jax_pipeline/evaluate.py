@@ -35,8 +35,10 @@ def per_class(matrix: np.ndarray) -> dict[str, ClassScores]:
     actual = matrix.sum(axis=1)
     precision = np.divide(true_pos, predicted, out=np.zeros_like(true_pos), where=predicted > 0)
     recall = np.divide(true_pos, actual, out=np.zeros_like(true_pos), where=actual > 0)
-    return {str(c): ClassScores(precision=round(float(precision[c]), 6), recall=round(float(recall[c]), 6))
-            for c in range(len(true_pos))}
+    return {
+        str(c): ClassScores(precision=round(float(precision[c]), 6), recall=round(float(recall[c]), 6))
+        for c in range(len(true_pos))
+    }
 
 
 def evaluate(variant: str, processed_dir: str, root: str = ".") -> EvalMetrics:
@@ -47,19 +49,32 @@ def evaluate(variant: str, processed_dir: str, root: str = ".") -> EvalMetrics:
     images, labels = load_split(processed_dir, "test")  # both checked: 784 pixels in, 10 classes out, not empty
     loss, predicted = predict_classes(params, images, labels)
     if not np.isfinite(loss):
-        raise PipelineError(f"{model_path}: the test loss is not finite (the weights overflow float32);"
-                            f" re-run '{made_by}' with a smaller train.step_size or model.init_scale")
+        raise PipelineError(
+            f"{model_path}: the test loss is not finite (the weights overflow float32);"
+            f" re-run '{made_by}' with a smaller train.step_size or model.init_scale"
+        )
     matrix = confusion_matrix(labels, predicted)
     wrong = np.flatnonzero(predicted != labels)
-    metrics = EvalMetrics(test_accuracy=round(float(np.mean(predicted == labels)), 6), test_loss=round(loss, 8),
-                          test_examples=len(labels), misclassified=len(wrong), per_class=per_class(matrix))
+    metrics = EvalMetrics(
+        test_accuracy=round(float(np.mean(predicted == labels)), 6),
+        test_loss=round(loss, 8),
+        test_examples=len(labels),
+        misclassified=len(wrong),
+        per_class=per_class(matrix),
+    )
     storage.write_model(paths.EVAL_HEADLINE.at(variant, root), metrics.headline())
     storage.write_model(paths.EVAL_METRICS.at(variant, root), metrics)
     rows = [ConfusionRow(actual=a, predicted=p) for a, p in zip(labels.tolist(), predicted.tolist(), strict=True)]
     storage.write_rows(paths.CONFUSION.at(variant, root), rows, ConfusionRow)
-    storage.write_model(paths.EVAL_DETAILS.at(variant, root), EvalDetails(
-        confusion_matrix=matrix.tolist(), misclassified_indices=wrong.tolist(),
-        true=labels[wrong].tolist(), predicted=predicted[wrong].tolist()))
+    storage.write_model(
+        paths.EVAL_DETAILS.at(variant, root),
+        EvalDetails(
+            confusion_matrix=matrix.tolist(),
+            misclassified_indices=wrong.tolist(),
+            true=labels[wrong].tolist(),
+            predicted=predicted[wrong].tolist(),
+        ),
+    )
     return metrics
 
 

@@ -40,8 +40,7 @@ def short(digest: str) -> str:
 
 def relative(path: str) -> PurePosixPath | None:
     """`path` relative to the project root (the current folder), or None when it lies outside it."""
-    for here, there in ((os.getcwd(), os.path.abspath(path)),
-                        (os.path.realpath(os.getcwd()), os.path.realpath(path))):
+    for here, there in ((os.getcwd(), os.path.abspath(path)), (os.path.realpath(os.getcwd()), os.path.realpath(path))):
         rel = os.path.relpath(there, here)
         if rel != ".." and not rel.startswith(".." + os.sep):
             return PurePosixPath(Path(rel).as_posix())
@@ -172,8 +171,11 @@ def file_line(rel: PurePosixPath, job: Job, stamp: Stamp, checker: Checker) -> s
         differ = sorted(k for k in set(inside) | set(now_tree) if inside.get(k) != now_tree.get(k))
         if not differ:
             return _label("folder") + f"{len(inside)} files, as recorded"
-        return _label("folder") + (f"differs from its record: {differ[0]} and {len(differ) - 1} more"
-                                   if len(differ) > 1 else f"differs from its record: {differ[0]}")
+        return _label("folder") + (
+            f"differs from its record: {differ[0]} and {len(differ) - 1} more"
+            if len(differ) > 1
+            else f"differs from its record: {differ[0]}"
+        )
     if path.exists():
         return _label("file") + f"not among the files '{job.name}' recorded; it did not write it"
     return _label("file") + f"missing, and '{job.name}' recorded no such file"
@@ -212,20 +214,22 @@ def not_recorded(rel: PurePosixPath, job: Job, why: str, make: str | None = None
     state = "there, but not recorded as made by it" if there else "not made yet"
     if make is None:
         make = job.fix() if there or job.root != Path(".") else f"snakemake --cores all, or dvc repro {job.name}"
-    return [str(rel), _label("made by") + f"{_job_name(job)}: {state} ({job.stamp_path}: {why})",
-            _label("fix") + make]
+    return [str(rel), _label("made by") + f"{_job_name(job)}: {state} ({job.stamp_path}: {why})", _label("fix") + make]
 
 
 def explain(path: str, params_path: str = "params.yaml") -> list[str]:
     """The lines that say where `path` came from and whether it is current."""
     rel = relative(path)
     if rel is None:
-        raise PipelineError(f"{path}: not an output of any stage; it lies outside the project (run explain"
-                            " from the project root)")
+        raise PipelineError(
+            f"{path}: not an output of any stage; it lies outside the project (run explain from the project root)"
+        )
     job = find_job(rel)
     if job is None:
-        raise PipelineError(f"{path}: not an output of any stage; name a file a stage writes (docs/architecture.md,"
-                            " 'Where everything lands'), a provenance record, or a sweep point's model or metrics")
+        raise PipelineError(
+            f"{path}: not an output of any stage; name a file a stage writes (docs/architecture.md,"
+            " 'Where everything lands'), a provenance record, or a sweep point's model or metrics"
+        )
     point = job.root != Path(".")
     params_file = job.root / paths.POINT_PARAMS if point else Path(params_path)
     if point and not params_file.is_file():  # the point is not written yet (the project's own: load says so)
@@ -235,9 +239,16 @@ def explain(path: str, params_path: str = "params.yaml") -> list[str]:
     if stamp is None or stamp.stage != job.name:
         why = "not a record of this job" if job.stamp_path.exists() else "no such record"
         return not_recorded(rel, job, why, unlisted(job, checker))
-    return [str(rel), _label("made by") + f"{_job_name(job)}, recorded in {job.stamp_path}", run_line(stamp.run),
-            *params_lines(stamp, checker.made_from(job), str(params_file)), *code_lines(stamp, job.stage),
-            *input_lines(stamp, job, checker), file_line(rel, job, stamp, checker), *current_lines(job, checker)]
+    return [
+        str(rel),
+        _label("made by") + f"{_job_name(job)}, recorded in {job.stamp_path}",
+        run_line(stamp.run),
+        *params_lines(stamp, checker.made_from(job), str(params_file)),
+        *code_lines(stamp, job.stage),
+        *input_lines(stamp, job, checker),
+        file_line(rel, job, stamp, checker),
+        *current_lines(job, checker),
+    ]
 
 
 def main(args: argparse.Namespace) -> None:

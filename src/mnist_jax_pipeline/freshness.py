@@ -149,9 +149,12 @@ class Checker:
         if stamp is None or stamp.stage != job.name:
             found = [self._unrecorded(job, first)]
         else:
-            found = [*self._output_problems(job, stamp), *self._params_problems(job, stamp, first),
-                     *_changed(first, "by other code", self.code(job.stage), stamp.code),
-                     *_changed(first, "from other inputs", self.inputs(job), stamp.inputs)]
+            found = [
+                *self._output_problems(job, stamp),
+                *self._params_problems(job, stamp, first),
+                *_changed(first, "by other code", self.code(job.stage), stamp.code),
+                *_changed(first, "from other inputs", self.inputs(job), stamp.inputs),
+            ]
         self._problems[job] = found
         return found
 
@@ -210,9 +213,15 @@ class Checker:
 
     def record(self, job: Job, inputs: dict[str, str], run: Run | None = None) -> None:
         """Write the job's record with its outputs (inside atomic.together(): the files about to be put in place)."""
-        stamp = Stamp(stage=job.name, params=self.made_from(job), code=self.code(job.stage), inputs=inputs,
-                      outputs=self.future_outputs(job),
-                      versions={name: package_version(name) or "not installed" for name in RUNTIME_PACKAGES}, run=run)
+        stamp = Stamp(
+            stage=job.name,
+            params=self.made_from(job),
+            code=self.code(job.stage),
+            inputs=inputs,
+            outputs=self.future_outputs(job),
+            versions={name: package_version(name) or "not installed" for name in RUNTIME_PACKAGES},
+            run=run,
+        )
         storage.write_model(job.stamp_path, stamp)
 
     def future_outputs(self, job: Job) -> dict[str, str]:
@@ -250,8 +259,10 @@ class Checker:
                 continue  # the lock export: not code of the package
             installed = PACKAGE_DIR / Path(name).relative_to(code_deps.CODE_ROOT)
             if not installed.is_file() or self.hashes.of(installed) != digest:
-                raise PipelineError(f"{name}: differs from the installed package ({installed}); install the"
-                                    " checkout's code: pip install -e . (or rebuild the image)")
+                raise PipelineError(
+                    f"{name}: differs from the installed package ({installed}); install the"
+                    " checkout's code: pip install -e . (or rebuild the image)"
+                )
 
 
 TOOL_ENV = "MNIST_PIPELINE_TOOL"  # set by the Snakemake rules' commands (workflow/rules/common.smk)
@@ -307,8 +318,9 @@ class StageChecks:
 
     def record(self, inputs: dict[str, str]) -> None:
         """The job's record, with how the run went."""
-        self.checker.record(self.job, inputs, Run(tool=running_tool(), started=self.started, ended=now(),
-                                                  checks_s=round(self.spent, 4)))
+        self.checker.record(
+            self.job, inputs, Run(tool=running_tool(), started=self.started, ended=now(), checks_s=round(self.spent, 4))
+        )
 
 
 def job_for(args: argparse.Namespace, params: Params) -> Job | None:
@@ -325,6 +337,8 @@ def job_for(args: argparse.Namespace, params: Params) -> Job | None:
         return None  # the project's outputs from another parameters file: no record, so no stage takes them
     variant = getattr(args, "variant", None)
     if variant is not None and variant not in params.variants:
-        raise PipelineError(f"--variant {variant}: not among {args.params}'s variants ({', '.join(params.variants)});"
-                            " add it there, so that both orchestrators track its outputs")
+        raise PipelineError(
+            f"--variant {variant}: not among {args.params}'s variants ({', '.join(params.variants)});"
+            " add it there, so that both orchestrators track its outputs"
+        )
     return Job(stage, variant, root)

@@ -84,12 +84,16 @@ def dvc_stage(stage: Stage) -> dict:
 
 def dvc_yaml() -> str:
     """The text of dvc.yaml."""
-    top_plots = [{title: {"template": template, "x": "epoch", "y": {paths.VARIANTS_HISTORY.path: column}}}
-                 for column, (title, template) in paths.HISTORY_PLOTS.items()]
+    top_plots = [
+        {title: {"template": template, "x": "epoch", "y": {paths.VARIANTS_HISTORY.path: column}}}
+        for column, (title, template) in paths.HISTORY_PLOTS.items()
+    ]
     document = {"plots": top_plots, "stages": {stage.name: dvc_stage(stage) for stage in STAGES}}
-    header = ("# Generated from src/mnist_jax_pipeline/stages.py by `mnist-pipeline generate`: edit the stage\n"
-              "# table there, not this file (tests/test_stages.py fails when this copy is stale).\n"
-              "# The top-level plots draw one line per variant that ran (templates: .dvc/plots/variants*.json).\n")
+    header = (
+        "# Generated from src/mnist_jax_pipeline/stages.py by `mnist-pipeline generate`: edit the stage\n"
+        "# table there, not this file (tests/test_stages.py fails when this copy is stale).\n"
+        "# The top-level plots draw one line per variant that ran (templates: .dvc/plots/variants*.json).\n"
+    )
     return header + yaml.safe_dump(document, sort_keys=False, width=120)
 
 
@@ -102,8 +106,9 @@ GENERATED = {DVC_YAML: dvc_yaml, SCHEMA_JSON: schema_json}
 
 def stale() -> list[Path]:
     """The generated files whose committed copy differs from what the tables give now."""
-    return [path for path, make in GENERATED.items()
-            if not path.is_file() or path.read_text(encoding="utf-8") != make()]
+    return [
+        path for path, make in GENERATED.items() if not path.is_file() or path.read_text(encoding="utf-8") != make()
+    ]
 
 
 def main(args: argparse.Namespace) -> None:
@@ -111,8 +116,10 @@ def main(args: argparse.Namespace) -> None:
     if args.check:
         outdated = stale()
         if outdated:
-            raise PipelineError(f"{', '.join(map(str, outdated))}: out of date with the stage table or the"
-                                " params types; run `mnist-pipeline generate`")
+            raise PipelineError(
+                f"{', '.join(map(str, outdated))}: out of date with the stage table or the"
+                " params types; run `mnist-pipeline generate`"
+            )
         print("generated files are current: " + ", ".join(map(str, GENERATED)))
         return
     from .artefacts.atomic import write_text

@@ -43,9 +43,13 @@ def init_he_layer(in_size: int, out_size: int, key: jax.Array) -> Layer:
     return scale * jax.random.normal(w_key, (out_size, in_size)), jnp.zeros((out_size,))
 
 
-def init_params(layer_sizes: Sequence[int], key: jax.Array, scale: float,
-                init: Literal["normal", "he"] = "normal",
-                output_init: Literal["same", "zeros"] = "same") -> MLPParams:
+def init_params(
+    layer_sizes: Sequence[int],
+    key: jax.Array,
+    scale: float,
+    init: Literal["normal", "he"] = "normal",
+    output_init: Literal["same", "zeros"] = "same",
+) -> MLPParams:
     """One key per layer, split once from `key`, as in the tutorial.
 
     `init="normal"` draws every weight and bias `scale * normal` (the tutorial); `"he"` draws

@@ -76,31 +76,63 @@ MODEL = Artefact("models/{variant}.safetensors", "train")
 TRAIN_HEADLINE = Artefact("metrics/train/{variant}.json", "train", role="metrics", in_git=True)
 TRAIN_METRICS = Artefact("metrics/train/{variant}.full.json", "train", in_git=True)
 TRAIN_RUN = Artefact("metrics/train/{variant}.run.json", "train", in_git=True)
-TRAIN_HISTORY = Artefact("plots/train/{variant}.csv", "train", role="plots", in_git=True,
-                         plot=Plot("epoch", "test_accuracy", "Test accuracy per epoch ({variant})",
-                                   template="epochs"))
+TRAIN_HISTORY = Artefact(
+    "plots/train/{variant}.csv",
+    "train",
+    role="plots",
+    in_git=True,
+    plot=Plot("epoch", "test_accuracy", "Test accuracy per epoch ({variant})", template="epochs"),
+)
 EVAL_HEADLINE = Artefact("metrics/evaluate/{variant}.json", "evaluate", role="metrics", in_git=True)
 EVAL_METRICS = Artefact("metrics/evaluate/{variant}.full.json", "evaluate", in_git=True)
 EVAL_DETAILS = Artefact("metrics/evaluate/{variant}_details.json", "evaluate")
-CONFUSION = Artefact("plots/confusion/{variant}.csv", "evaluate", role="plots", in_git=True,
-                     plot=Plot("predicted", "actual", "Confusion matrix ({variant})", template="confusion_log"))
+CONFUSION = Artefact(
+    "plots/confusion/{variant}.csv",
+    "evaluate",
+    role="plots",
+    in_git=True,
+    plot=Plot("predicted", "actual", "Confusion matrix ({variant})", template="confusion_log"),
+)
 # The execution trace, laid out as jax.profiler writes it, with fixed names in place of its timestamped
 # session folder and host name (XProf and TensorBoard open `--logdir <profile folder>/trace`).
 TRACE_LOGDIR = "trace"
 TRACE_SESSION = f"{TRACE_LOGDIR}/plugins/profile/{{variant}}"
 TRACE_FILES = {"perfetto": "perfetto_trace.json.gz", "chrome": "host.trace.json.gz", "xplane": "host.xplane.pb"}
-PROFILE = Artefact("reports/profile/{variant}", "profile",
-                   files=tuple(f"{point}.prof" for point in SNAPSHOTS) + ("summary.json",)
-                   + tuple(f"{TRACE_SESSION}/{name}" for name in TRACE_FILES.values()))
+PROFILE = Artefact(
+    "reports/profile/{variant}",
+    "profile",
+    files=tuple(f"{point}.prof" for point in SNAPSHOTS)
+    + ("summary.json",)
+    + tuple(f"{TRACE_SESSION}/{name}" for name in TRACE_FILES.values()),
+)
 VARIANTS_HISTORY = Artefact("plots/variants.csv", "report", in_git=True)  # every variant's epochs, for DVC's overlays
 REPORT_HTML = Artefact("reports/report.html", "report")
 REPORT_MD = Artefact("reports/summary.md", "report")
-REPORT_FIGURES = Artefact("reports/figures", "report", files=tuple(f"{name}.png" for name in FIGURES),
-                          variant_files=tuple(f"{kind}_{{variant}}.png" for kind in VARIANT_FIGURES))
+REPORT_FIGURES = Artefact(
+    "reports/figures",
+    "report",
+    files=tuple(f"{name}.png" for name in FIGURES),
+    variant_files=tuple(f"{kind}_{{variant}}.png" for kind in VARIANT_FIGURES),
+)
 
-ARTEFACTS = (RAW, PROCESSED, MODEL, TRAIN_HEADLINE, TRAIN_METRICS, TRAIN_RUN, TRAIN_HISTORY, EVAL_HEADLINE,
-             EVAL_METRICS, EVAL_DETAILS,
-             CONFUSION, PROFILE, VARIANTS_HISTORY, REPORT_HTML, REPORT_MD, REPORT_FIGURES)
+ARTEFACTS = (
+    RAW,
+    PROCESSED,
+    MODEL,
+    TRAIN_HEADLINE,
+    TRAIN_METRICS,
+    TRAIN_RUN,
+    TRAIN_HISTORY,
+    EVAL_HEADLINE,
+    EVAL_METRICS,
+    EVAL_DETAILS,
+    CONFUSION,
+    PROFILE,
+    VARIANTS_HISTORY,
+    REPORT_HTML,
+    REPORT_MD,
+    REPORT_FIGURES,
+)
 
 # Each stage's provenance record (artefacts/provenance.py), beside its outputs under the same root.
 PROVENANCE = "provenance"
@@ -119,16 +151,20 @@ EXPERIMENTS_HTML = "reports/experiments.html"  # the comparison page of DVC's ex
 # Tracked files that a run itself rewrites (dvc.lock, the committed baseline's metrics and plots):
 # the report's provenance does not count them as changes. Patterns, `*` for a variant.
 # dvc.lock, the artefacts kept in git, and the .gitignore files DVC writes beside its outputs
-PIPELINE_WRITES = ("dvc.lock", *(a.path.replace("{variant}", "*") for a in ARTEFACTS if a.in_git),
-                   *sorted({f"{Path(a.path).parent.as_posix()}/.gitignore" for a in ARTEFACTS}
-                           | {f"{PROVENANCE}/.gitignore"}))
+PIPELINE_WRITES = (
+    "dvc.lock",
+    *(a.path.replace("{variant}", "*") for a in ARTEFACTS if a.in_git),
+    *sorted({f"{Path(a.path).parent.as_posix()}/.gitignore" for a in ARTEFACTS} | {f"{PROVENANCE}/.gitignore"}),
+)
 
 # Columns of VARIANTS_HISTORY that dvc.yaml's top-level plots draw, one line per variant, as {column:
 # (title, template)}: .dvc/plots/variants.json colours by variant, shapes and dashes by revision;
 # variants_log.json does the same on a log scale (nojit's and jit's seconds differ about 100x).
-HISTORY_PLOTS = {"train_loss": ("Training loss per epoch", "variants"),
-                 "test_accuracy": ("Test accuracy per epoch", "variants"),
-                 "epoch_seconds": ("Seconds per epoch", "variants_log")}
+HISTORY_PLOTS = {
+    "train_loss": ("Training loss per epoch", "variants"),
+    "test_accuracy": ("Test accuracy per epoch", "variants"),
+    "epoch_seconds": ("Seconds per epoch", "variants_log"),
+}
 
 
 def owner(path: str | Path) -> str | None:

@@ -28,8 +28,15 @@ BAR_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}{p
 class EpochProgress:
     """One bar per epoch over its steps; `steps` is read from the loop's counter, never pushed by it."""
 
-    def __init__(self, label: str, epochs: int, steps_per_epoch: int, steps: Callable[[], int],
-                 stream: IO[str] | None = None, bar: bool | None = None):
+    def __init__(
+        self,
+        label: str,
+        epochs: int,
+        steps_per_epoch: int,
+        steps: Callable[[], int],
+        stream: IO[str] | None = None,
+        bar: bool | None = None,
+    ):
         self.label, self.epochs, self.total, self.steps = label, epochs, steps_per_epoch, steps
         self.stream = stream or sys.stderr
         self.bar_on = progress_wanted(self.stream) if bar is None else bar
@@ -43,10 +50,16 @@ class EpochProgress:
         if not self.bar_on:
             return
         self._first_step = self.steps()
-        self.bar = tqdm(total=self.total, desc=f"{self.label} epoch {epoch}/{self.epochs}", unit="step",
-                        file=self.stream, leave=True, mininterval=REFRESH_SECONDS,
-                        **({"dynamic_ncols": True} if terminal_columns(self.stream) else {"ncols": 100}),
-                        bar_format=BAR_FORMAT)
+        self.bar = tqdm(
+            total=self.total,
+            desc=f"{self.label} epoch {epoch}/{self.epochs}",
+            unit="step",
+            file=self.stream,
+            leave=True,
+            mininterval=REFRESH_SECONDS,
+            **({"dynamic_ncols": True} if terminal_columns(self.stream) else {"ncols": 100}),
+            bar_format=BAR_FORMAT,
+        )
         self._stop.clear()
         self._thread = threading.Thread(target=self._follow, daemon=True)
         self._thread.start()
@@ -60,7 +73,7 @@ class EpochProgress:
 
     def epoch_finished(self, epoch: int, seconds: float, loss: float, train_acc: float, test_acc: float) -> None:
         """After the epoch's clock stopped: the epoch's figures on the bar, or as one log line."""
-        summary = (f"{seconds:.3f} s  loss {loss:.6f}  train {100 * train_acc:.2f}%  test {100 * test_acc:.2f}%")
+        summary = f"{seconds:.3f} s  loss {loss:.6f}  train {100 * train_acc:.2f}%  test {100 * test_acc:.2f}%"
         if self.bar is None:
             log.info("epoch %d/%d  %s", epoch, self.epochs, summary)  # the line names the job (console.py)
             return
@@ -68,8 +81,10 @@ class EpochProgress:
         if self._thread is not None:
             self._thread.join()
         self.bar.n = self.total
-        self.bar.set_postfix_str(f"{seconds:.3f} s, {self.total / seconds:,.0f} steps/s, loss {loss:.4f},"
-                                 f" test {100 * test_acc:.2f}%", refresh=False)
+        self.bar.set_postfix_str(
+            f"{seconds:.3f} s, {self.total / seconds:,.0f} steps/s, loss {loss:.4f}, test {100 * test_acc:.2f}%",
+            refresh=False,
+        )
         self.bar.close()
         self.bar = None
 

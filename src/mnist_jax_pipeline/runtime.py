@@ -69,8 +69,10 @@ def numerics() -> dict[str, str]:
     """The XLA flags and matmul precision in force in this process."""
     import jax
 
-    return {"xla_flags": os.environ.get("XLA_FLAGS", ""),
-            "matmul_precision": str(getattr(jax.config, "jax_default_matmul_precision", None) or "default")}
+    return {
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        "matmul_precision": str(getattr(jax.config, "jax_default_matmul_precision", None) or "default"),
+    }
 
 
 def package_version(name: str) -> str | None:
@@ -152,8 +154,9 @@ def lock_timeout() -> float:
     except ValueError:
         value = -1.0
     if not value >= 0:
-        raise PipelineError(f"{LOCK_TIMEOUT_ENV}={setting[:40]}: not a number of seconds; set it to e.g. 600, or"
-                            " unset it for an hour")
+        raise PipelineError(
+            f"{LOCK_TIMEOUT_ENV}={setting[:40]}: not a number of seconds; set it to e.g. 600, or unset it for an hour"
+        )
     return value
 
 
@@ -167,15 +170,23 @@ def _acquire(lock: filelock.FileLock, path: Path, name: str) -> None:
         pass
     skip = f"{LOCK_ENV}=off runs it without the lock (its timings then share the machine)"
     if limit > SAY_AFTER:
-        log.info("waiting for the machine's lock %s, held by %s; up to %s s (%s); %s", path, holder(path),
-                 f"{limit:g}", LOCK_TIMEOUT_ENV, skip)
+        log.info(
+            "waiting for the machine's lock %s, held by %s; up to %s s (%s); %s",
+            path,
+            holder(path),
+            f"{limit:g}",
+            LOCK_TIMEOUT_ENV,
+            skip,
+        )
         try:
             lock.acquire(timeout=limit - SAY_AFTER)
             return
         except filelock.Timeout:
             pass
-    raise PipelineError(f"{path}: '{name}' waited {limit:g} s ({LOCK_TIMEOUT_ENV}) for the machine's lock, held by"
-                        f" {holder(path)}; let that job finish, stop it, or set {skip}")
+    raise PipelineError(
+        f"{path}: '{name}' waited {limit:g} s ({LOCK_TIMEOUT_ENV}) for the machine's lock, held by"
+        f" {holder(path)}; let that job finish, stop it, or set {skip}"
+    )
 
 
 @contextlib.contextmanager
@@ -202,8 +213,10 @@ def exclusive(name: str) -> Iterator[dict[str, Any]]:
         path.open("a").close()  # filelock retries a file it cannot open for ever: say so at once instead
         _acquire(lock, path, name)
     except OSError as err:
-        raise PipelineError(f"{path}: cannot open the lock file of '{name}' ({err.strerror}); make the folder"
-                            f" writable or set {LOCK_ENV} to a writable file") from err
+        raise PipelineError(
+            f"{path}: cannot open the lock file of '{name}' ({err.strerror}); make the folder"
+            f" writable or set {LOCK_ENV} to a writable file"
+        ) from err
     sidecar = holder_file(path)
     try:
         with contextlib.suppress(OSError):  # the holder's name is a courtesy to those who wait

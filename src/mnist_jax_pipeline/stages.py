@@ -54,14 +54,31 @@ STAGES: tuple[Stage, ...] = (
     Stage("preprocess", "preprocess", params=("preprocess",), inputs=(paths.RAW,)),
     Stage("train", "train", params=("model", "train"), inputs=(paths.PROCESSED,), per_variant=True),
     Stage("evaluate", "evaluate", params=(), inputs=(paths.PROCESSED, paths.MODEL), per_variant=True),
-    Stage("profile", "profile", params=("model", "train", "profile"), inputs=(paths.PROCESSED, paths.MODEL),
-          per_variant=True),
-    Stage("report", "report", params=ALL_PARAMS, data=("report/templates",),
-          inputs=(paths.RAW, paths.PROCESSED, paths.PROFILE, paths.TRAIN_METRICS, paths.TRAIN_RUN,
-                  paths.TRAIN_HISTORY, paths.EVAL_METRICS, paths.EVAL_DETAILS)),
+    Stage(
+        "profile",
+        "profile",
+        params=("model", "train", "profile"),
+        inputs=(paths.PROCESSED, paths.MODEL),
+        per_variant=True,
+    ),
+    Stage(
+        "report",
+        "report",
+        params=ALL_PARAMS,
+        data=("report/templates",),
+        inputs=(
+            paths.RAW,
+            paths.PROCESSED,
+            paths.PROFILE,
+            paths.TRAIN_METRICS,
+            paths.TRAIN_RUN,
+            paths.TRAIN_HISTORY,
+            paths.EVAL_METRICS,
+            paths.EVAL_DETAILS,
+        ),
+    ),
 )
 
 
 def get(name: str) -> Stage:
     return next(stage for stage in STAGES if stage.name == name)
-

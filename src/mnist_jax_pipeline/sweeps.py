@@ -69,8 +69,10 @@ class Sweep:
         for point in self.points:
             if point.name == name:
                 return point
-        raise PipelineError(f"sweep '{self.name}': no point '{clip(name)}'; its points: "
-                            + clip(", ".join(p.name for p in self.points), 200))
+        raise PipelineError(
+            f"sweep '{self.name}': no point '{clip(name)}'; its points: "
+            + clip(", ".join(p.name for p in self.points), 200)
+        )
 
     def params(self, point: Point) -> dict[str, Any]:
         """The point's params.yaml: the base with its changes, training the sweep's variant only."""
@@ -94,8 +96,10 @@ def apply(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
         for depth, part in enumerate(parents):
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
-                raise PipelineError(f"'{clip(dotted)}': {clip('.'.join(parents[:depth + 1]))} is a value, not a"
-                                    " section; check the key against docs/parameters.md")
+                raise PipelineError(
+                    f"'{clip(dotted)}': {clip('.'.join(parents[: depth + 1]))} is a value, not a"
+                    " section; check the key against docs/parameters.md"
+                )
         node[last] = value
     return raw
 
@@ -118,7 +122,7 @@ def point_name(changes: dict[str, Any]) -> str:
     name = ",".join(f"{k}={_label(v)}" for k, v in zip(keys, changes.values(), strict=True)) or "base"
     if len(name) > NAME_LIMIT:
         digest = hashlib.sha256(name.encode()).hexdigest()[:10]
-        name = f"{name[:NAME_LIMIT - 11].rstrip(',=')}-{digest}"
+        name = f"{name[: NAME_LIMIT - 11].rstrip(',=')}-{digest}"
     return name
 
 
@@ -133,12 +137,13 @@ def _read_spec(path: Path) -> SweepFile:
     if path.suffix != ".yaml":
         raise PipelineError(f"{path}: a sweep file is named NAME.yaml; rename it {path.with_suffix('.yaml')}")
     if not SWEEP_NAME.fullmatch(path.stem):
-        raise PipelineError(f"{path}: '{path.stem}' cannot name a sweep (a folder and a DVC experiment);"
-                            " rename the file with letters, digits, '.', '_' and '-' only")
+        raise PipelineError(
+            f"{path}: '{path.stem}' cannot name a sweep (a folder and a DVC experiment);"
+            " rename the file with letters, digits, '.', '_' and '-' only"
+        )
     raw = read_yaml(path, missing="name a sweep that exists (the files sweeps/NAME.yaml)")
     if not isinstance(raw, dict):
-        raise PipelineError(f"{path}: a sweep file is a mapping of 'variant', 'grid' and 'points';"
-                            " see docs/sweeps.md")
+        raise PipelineError(f"{path}: a sweep file is a mapping of 'variant', 'grid' and 'points'; see docs/sweeps.md")
     try:
         return SweepFile.model_validate(raw)
     except ValidationError as err:
@@ -163,8 +168,10 @@ def load(path: str | Path, params_path: str | Path = DEFAULT_PARAMS) -> Sweep:
     spec = _read_spec(path)
     empty = next((key for key, values in spec.grid.items() if not values), None)
     if empty is not None:  # one empty list would leave no combination: the whole grid would be dropped
-        raise PipelineError(f"{path}: grid: '{clip(empty)}' has no values, which leaves the grid no combination;"
-                            " give it at least one value or remove it")
+        raise PipelineError(
+            f"{path}: grid: '{clip(empty)}' has no values, which leaves the grid no combination;"
+            " give it at least one value or remove it"
+        )
     base = read_yaml(params_path)
     validate(base, str(params_path))
     points = []
@@ -172,11 +179,15 @@ def load(path: str | Path, params_path: str | Path = DEFAULT_PARAMS) -> Sweep:
         for key, value in changes.items():
             if "." not in key and isinstance(value, dict):
                 example = next(iter(value), "step_size")
-                raise PipelineError(f"{path}: '{clip(key)}' is a section; write each change as a dotted key,"
-                                    f" e.g. {clip(key)}.{clip(str(example))}: ...")
+                raise PipelineError(
+                    f"{path}: '{clip(key)}' is a section; write each change as a dotted key,"
+                    f" e.g. {clip(key)}.{clip(str(example))}: ..."
+                )
             if key.split(".")[0] not in SWEPT_SECTIONS:
-                raise PipelineError(f"{path}: '{clip(key)}' cannot vary in a sweep: only model.* and train.* keys do"
-                                    " (every point shares one download and preprocess)")
+                raise PipelineError(
+                    f"{path}: '{clip(key)}' cannot vary in a sweep: only model.* and train.* keys do"
+                    " (every point shares one download and preprocess)"
+                )
         try:
             changed = apply(base, {**changes, "variants": [spec.variant]})
         except PipelineError as err:
@@ -199,8 +210,7 @@ def files(folder: Path = FOLDER) -> list[Path]:
     return sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")])
 
 
-def discover(folder: Path = FOLDER, params_path: str | Path = DEFAULT_PARAMS
-             ) -> tuple[dict[str, Sweep], list[str]]:
+def discover(folder: Path = FOLDER, params_path: str | Path = DEFAULT_PARAMS) -> tuple[dict[str, Sweep], list[str]]:
     """Every sweep of the project by name, and the one-line errors of the files that are not valid."""
     found: dict[str, Sweep] = {}
     errors: list[str] = []
@@ -234,8 +244,11 @@ def _in_queue() -> dict[str, str]:
     from dvc.repo import Repo
 
     with Repo(".") as repo:
-        return {task["name"]: task["status"].lower() for task in repo.experiments.celery_queue.status()
-                if task.get("name") and task.get("status") in ("Queued", "Running")}
+        return {
+            task["name"]: task["status"].lower()
+            for task in repo.experiments.celery_queue.status()
+            if task.get("name") and task.get("status") in ("Queued", "Running")
+        }
 
 
 def queue(args: argparse.Namespace) -> None:
@@ -244,18 +257,24 @@ def queue(args: argparse.Namespace) -> None:
     sweep = load(args.file, args.params)
     inside = subprocess.run(["git", "rev-parse", "--is-inside-work-tree"], capture_output=True, text=True)
     if inside.stdout.strip() != "true":  # DVC keeps its experiments in git
-        raise PipelineError(f"{Path.cwd()}: not in a git repository, and DVC experiments live in one; run sweep-queue"
-                            " in a clone of the project, or run the sweep with `snakemake --cores N sweeps`")
+        raise PipelineError(
+            f"{Path.cwd()}: not in a git repository, and DVC experiments live in one; run sweep-queue"
+            " in a clone of the project, or run the sweep with `snakemake --cores N sweeps`"
+        )
     done = subprocess.run(["dvc", "status", "--json", "download", "preprocess"], capture_output=True, text=True)
     if done.returncode != 0 or done.stdout.strip() not in ("{}", ""):
-        raise PipelineError("download and preprocess are not up to date in dvc.lock; run `dvc repro preprocess`"
-                            " first, so every experiment shares them instead of running them again")
+        raise PipelineError(
+            "download and preprocess are not up to date in dvc.lock; run `dvc repro preprocess`"
+            " first, so every experiment shares them instead of running them again"
+        )
     listed = subprocess.run(["dvc", "exp", "list", "--name-only"], capture_output=True, text=True)
     if listed.returncode != 0:  # without the list, every point would be queued again
         reason = clip(listed.stderr.strip().splitlines()[-1] if listed.stderr.strip() else f"exit {listed.returncode}")
-        raise PipelineError(f"`dvc exp list --name-only` failed ({reason}), so the experiments already made are"
-                            " unknown and nothing was queued; fix what DVC says (run the command to see it), then"
-                            " run sweep-queue again")
+        raise PipelineError(
+            f"`dvc exp list --name-only` failed ({reason}), so the experiments already made are"
+            " unknown and nothing was queued; fix what DVC says (run the command to see it), then"
+            " run sweep-queue again"
+        )
     existing = set(listed.stdout.split())
     waiting = _in_queue()
     queued = 0
@@ -267,8 +286,12 @@ def queue(args: argparse.Namespace) -> None:
             continue
         print(" ".join(command), file=sys.stderr)
         if subprocess.run(command).returncode != 0:
-            raise PipelineError(f"{name}: `dvc exp run --queue` failed (its message is above);"
-                                f" {queued} queued before it")
+            raise PipelineError(
+                f"{name}: `dvc exp run --queue` failed (its message is above); {queued} queued before it"
+            )
         queued += 1
-    print(f"queued {queued} experiment(s); run them with `dvc queue start -j N` (or `dvc exp run --run-all -j N`),"
-          " then `dvc exp show` or `mnist-pipeline compare --dvc`", file=sys.stderr)
+    print(
+        f"queued {queued} experiment(s); run them with `dvc queue start -j N` (or `dvc exp run --run-all -j N`),"
+        " then `dvc exp show` or `mnist-pipeline compare --dvc`",
+        file=sys.stderr,
+    )

@@ -23,5 +23,6 @@ def read_text(path: str | Path, missing: str, damaged: str, read: Callable[[Path
         raise PipelineError(f"{path}: cannot read ({err.strerror}); check its permissions") from err
     except UnicodeDecodeError as err:
         line = err.object.count(b"\n", 0, err.start) + 1
-        raise PipelineError(f"{path}: byte 0x{err.object[err.start]:02x} on line {line} is not UTF-8;"
-                            f" {damaged}") from err
+        raise PipelineError(
+            f"{path}: byte 0x{err.object[err.start]:02x} on line {line} is not UTF-8; {damaged}"
+        ) from err

@@ -67,8 +67,13 @@ def initial_state(params: Params, inputs: LoopInputs) -> TrainState:
     return TrainState(weights, make_optimizer(params.train, len(inputs.images)).init(weights))
 
 
-def run_epochs(loop: loops.TrainingLoop, state: TrainState, epochs: int, after_epoch: AfterEpoch | None = None,
-               before_epoch: BeforeEpoch | None = None) -> Run:
+def run_epochs(
+    loop: loops.TrainingLoop,
+    state: TrainState,
+    epochs: int,
+    after_epoch: AfterEpoch | None = None,
+    before_epoch: BeforeEpoch | None = None,
+) -> Run:
     """Compile (timed apart), then run and time `epochs` epochs; `before_epoch` and `after_epoch` run untimed."""
     state = jax.block_until_ready(loop.place(state))
     compile_seconds = loop.compile(state)
@@ -91,13 +96,16 @@ def train(params: Params, variant_name: str, data: Dataset, *, label: str = "") 
     `label` names the job on its progress bar (console.job_label; default `train@<variant>`)."""
     variant = variants.get(variant_name)
     if data.train_images.shape[1] != params.model.layer_sizes[0]:
-        raise PipelineError(f"{paths.PROCESSED.path}: images have {data.train_images.shape[1]} pixels but"
-                            f" model.layer_sizes starts at {params.model.layer_sizes[0]}; re-run 'preprocess'")
+        raise PipelineError(
+            f"{paths.PROCESSED.path}: images have {data.train_images.shape[1]} pixels but"
+            f" model.layer_sizes starts at {params.model.layer_sizes[0]}; re-run 'preprocess'"
+        )
     inputs = loop_inputs(params, data.train_images, data.train_labels)
     loop = loops.build(variant, inputs)
     steps = steps_per_epoch(len(data.train_labels), params.train.batch_size)
-    bar = EpochProgress(label or console.job_label("train", variant.name), params.train.epochs, steps,
-                        lambda: loop.steps_done)
+    bar = EpochProgress(
+        label or console.job_label("train", variant.name), params.train.epochs, steps, lambda: loop.steps_done
+    )
     history: list[EpochRecord] = []
 
     def after_epoch(epoch: int, seconds: float, state: TrainState) -> None:
@@ -106,9 +114,17 @@ def train(params: Params, variant_name: str, data: Dataset, *, label: str = "") 
         if not math.isfinite(train_loss):
             raise PipelineError(
                 f"train@{variant.name}: the loss became {train_loss} at epoch {epoch}; lower train.step_size"
-                f" (now {params.train.step_size}) in params.yaml. No model was written")
-        history.append(EpochRecord(epoch=epoch, epoch_seconds=round(seconds, 6), train_loss=train_loss,
-                                   train_accuracy=train_acc, test_accuracy=test_acc))
+                f" (now {params.train.step_size}) in params.yaml. No model was written"
+            )
+        history.append(
+            EpochRecord(
+                epoch=epoch,
+                epoch_seconds=round(seconds, 6),
+                train_loss=train_loss,
+                train_accuracy=train_acc,
+                test_accuracy=test_acc,
+            )
+        )
         bar.epoch_finished(epoch, seconds, train_loss, train_acc, test_acc)
 
     try:
@@ -124,29 +140,42 @@ def summarize(run: Run, history: list[EpochRecord], examples: int, batch_size: i
     median = statistics.median(seconds[1:] or seconds)
     steps = steps_per_epoch(examples, batch_size)
     return TrainMetrics(
-        epochs=len(history), steps_per_epoch=steps, examples_per_epoch=examples,
+        epochs=len(history),
+        steps_per_epoch=steps,
+        examples_per_epoch=examples,
         compile_seconds=None if run.compile_seconds is None else round(run.compile_seconds, 6),
-        first_epoch_seconds=seconds[0], epoch_seconds_median=round(median, 6),
-        total_train_seconds=round(sum(seconds), 6), steps_per_second=round(steps / median, 3),
-        examples_per_second=round(examples / median, 1), final_train_loss=history[-1].train_loss,
-        final_train_accuracy=history[-1].train_accuracy, final_test_accuracy=history[-1].test_accuracy,
-        peak_rss_bytes=peak_rss_bytes(), xla=run.analysis,
+        first_epoch_seconds=seconds[0],
+        epoch_seconds_median=round(median, 6),
+        total_train_seconds=round(sum(seconds), 6),
+        steps_per_second=round(steps / median, 3),
+        examples_per_second=round(examples / median, 1),
+        final_train_loss=history[-1].train_loss,
+        final_train_accuracy=history[-1].train_accuracy,
+        final_test_accuracy=history[-1].test_accuracy,
+        peak_rss_bytes=peak_rss_bytes(),
+        xla=run.analysis,
     )
 
 
 def main(args: argparse.Namespace) -> None:
     """`mnist-pipeline train --variant V`: train, then write the model, metrics, run info and history."""
     params, variant, root = load(args.params), args.variant, args.root
-    outputs = [a.at(variant, root) for a in (paths.MODEL, paths.TRAIN_HEADLINE, paths.TRAIN_METRICS,
-                                                paths.TRAIN_RUN, paths.TRAIN_HISTORY)]
+    outputs = [
+        a.at(variant, root)
+        for a in (paths.MODEL, paths.TRAIN_HEADLINE, paths.TRAIN_METRICS, paths.TRAIN_RUN, paths.TRAIN_HISTORY)
+    ]
     atomic.check_writable(*outputs)
     data = load_dataset(args.processed)
     with exclusive(f"train@{variant}") as lock:
         run, history = train(params, variant, data, label=console.job_label("train", variant, root))
     metrics = summarize(run, history, len(data.train_labels), params.train.batch_size)
     weights = [(np.asarray(w), np.asarray(b)) for w, b in run.state.params]
-    metadata = ModelMetadata(variant=variant, layer_sizes=list(params.model.layer_sizes),
-                             params_sha256=params.digest("model", "train"), jax_version=jax.__version__)
+    metadata = ModelMetadata(
+        variant=variant,
+        layer_sizes=list(params.model.layer_sizes),
+        params_sha256=params.digest("model", "train"),
+        jax_version=jax.__version__,
+    )
     save_model(paths.MODEL.at(variant, root), weights, metadata)
     storage.write_model(paths.TRAIN_HEADLINE.at(variant, root), metrics.headline())
     storage.write_model(paths.TRAIN_METRICS.at(variant, root), metrics)

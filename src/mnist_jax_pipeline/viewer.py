@@ -28,8 +28,10 @@ def serve(trace: Path, port: int) -> None:
         from cheroot import wsgi
         from xprof import server
     except ImportError:
-        raise PipelineError("xprof is not installed; run the viewer with its extra: uv run --extra profile-viewer"
-                            " mnist-pipeline viewer ... (or pip install xprof)") from None
+        raise PipelineError(
+            "xprof is not installed; run the viewer with its extra: uv run --extra profile-viewer"
+            " mnist-pipeline viewer ... (or pip install xprof)"
+        ) from None
     with tempfile.TemporaryDirectory(prefix="mnist-pipeline-viewer-") as folder:
         logdir = Path(folder) / paths.TRACE_LOGDIR
         shutil.copytree(trace, logdir)
@@ -51,8 +53,10 @@ def main(args: argparse.Namespace) -> None:
     """`mnist-pipeline viewer`."""
     trace = paths.PROFILE.at(args.variant) / paths.TRACE_LOGDIR
     if not trace.is_dir():
-        raise PipelineError(f"{trace}: no trace; run the profile stage first: snakemake --cores all (or dvc repro"
-                            f" profile@{args.variant})")
+        raise PipelineError(
+            f"{trace}: no trace; run the profile stage first: snakemake --cores all (or dvc repro"
+            f" profile@{args.variant})"
+        )
     try:
         port = int(args.port)
     except ValueError:

@@ -23,13 +23,18 @@ class LogHandler(LogHandlerBase):
         settings = self.common_settings
         self.stream = sys.stdout if settings.stdout else sys.stderr
         # --quiet, --printshellcmds and --debug-dag keep their meaning
-        self.addFilter(DefaultFilter(settings.quiet, settings.debug_dag, settings.verbose, settings.dryrun,
-                                     settings.printshellcmds))
+        self.addFilter(
+            DefaultFilter(
+                settings.quiet, settings.debug_dag, settings.verbose, settings.dryrun, settings.printshellcmds
+            )
+        )
         self.snakemakes: logging.Handler | None = None
         if settings.verbose:
-            self.snakemakes = ColorizingTextHandler(nocolor=settings.nocolor, stream=self.stream,
-                                                    formatter=DefaultFormatter(settings.quiet,
-                                                                               settings.show_failed_logs))
+            self.snakemakes = ColorizingTextHandler(
+                nocolor=settings.nocolor,
+                stream=self.stream,
+                formatter=DefaultFormatter(settings.quiet, settings.show_failed_logs),
+            )
         self.console = Console(dryrun=settings.dryrun)
 
     def emit(self, record: logging.LogRecord) -> None:

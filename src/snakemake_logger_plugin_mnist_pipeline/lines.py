@@ -32,19 +32,32 @@ AGGREGATES = {"all", "sweeps"}  # rules that only gather other jobs' outputs
 SHOWN = 4  # upstream jobs named in a reason
 MARKERS = ".snakemake/provenance/"  # a job's marker: its first line says why it is not current
 RECORD = re.compile(r"^(?:(?P<root>.+)/)?provenance/(?P<stage>[a-z]+)(?:_(?P<variant>\w+))?\.json$")
-LEFT_OUT = re.compile("|".join([
-    r"Assuming unrestricted shared filesystem usage\.",
-    r"Building DAG of jobs\.\.\.",
-    r"Using shell: ", r"Provided cores: ", r"Provided resources: ", r"Provided remote nodes: ",
-    r"Rules claiming more threads will be scaled down\.", r"Singularity containers: ignored",
-    r"Conda environments: ignored", r"Group jobs: inactive",
-    r"Select jobs to execute\.\.\.", r"Execute \d+ jobs\.\.\.",
-    r"Will exit after finishing currently running jobs", r"Terminating processes on user request",
-    r"Shutting down, this might take some time\.", r"Exiting because a job execution failed",
-    r"Restored previous version of ", r"Cannot restore .*: no backup found\.",
-    r"--keep-incomplete mode is set",  # the stages write atomically: nothing is incomplete
-    r"Reasons:\n",  # a dry run's summary of the reasons each job line gave
-]))
+LEFT_OUT = re.compile(
+    "|".join(
+        [
+            r"Assuming unrestricted shared filesystem usage\.",
+            r"Building DAG of jobs\.\.\.",
+            r"Using shell: ",
+            r"Provided cores: ",
+            r"Provided resources: ",
+            r"Provided remote nodes: ",
+            r"Rules claiming more threads will be scaled down\.",
+            r"Singularity containers: ignored",
+            r"Conda environments: ignored",
+            r"Group jobs: inactive",
+            r"Select jobs to execute\.\.\.",
+            r"Execute \d+ jobs\.\.\.",
+            r"Will exit after finishing currently running jobs",
+            r"Terminating processes on user request",
+            r"Shutting down, this might take some time\.",
+            r"Exiting because a job execution failed",
+            r"Restored previous version of ",
+            r"Cannot restore .*: no backup found\.",
+            r"--keep-incomplete mode is set",  # the stages write atomically: nothing is incomplete
+            r"Reasons:\n",  # a dry run's summary of the reasons each job line gave
+        ]
+    )
+)
 COMPLETE_LOG = re.compile(r"Complete log\(s\): (.+)")
 ELAPSED = re.compile(r"Elapsed time: (\S+?)(?:\.\d+)?$")
 EXIT_STATUS = re.compile(r"returned non-zero exit status (\d+)")
@@ -145,8 +158,10 @@ def one_line_error(text: str) -> str:
         return f"error: {last} (snakemake --verbose shows where)"
     path, what = found["path"], found["what"].lower()
     if any(_within(path, folder) for folder in (user_cache_dir(), os.path.expanduser("~"))):
-        fix = ("Snakemake keeps its source cache there (in the home folder, or XDG_CACHE_HOME): make it writable,"
-               " or point XDG_CACHE_HOME at a writable folder (XDG_CACHE_HOME=/tmp/cache snakemake ...)")
+        fix = (
+            "Snakemake keeps its source cache there (in the home folder, or XDG_CACHE_HOME): make it writable,"
+            " or point XDG_CACHE_HOME at a writable folder (XDG_CACHE_HOME=/tmp/cache snakemake ...)"
+        )
     else:
         fix = "check that the folder exists, its permissions and the free space"
     return f"error: {path}: {what}; {fix}"
@@ -170,8 +185,13 @@ class Console:
         event = getattr(record, "event", None)
         text = record.getMessage() if record.msg is not None else ""
         at = time.strftime("%H:%M:%S", time.localtime(record.created))
-        if event in (LogEvent.WORKFLOW_STARTED, LogEvent.JOB_STARTED, LogEvent.RESOURCES_INFO, LogEvent.PROGRESS,
-                     LogEvent.RULEGRAPH):
+        if event in (
+            LogEvent.WORKFLOW_STARTED,
+            LogEvent.JOB_STARTED,
+            LogEvent.RESOURCES_INFO,
+            LogEvent.PROGRESS,
+            LogEvent.RULEGRAPH,
+        ):
             return None
         if event == LogEvent.RUN_INFO:
             return self._plan(getattr(record, "stats", {}))

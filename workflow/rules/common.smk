@@ -43,14 +43,27 @@ def stopped_before_start():
         sys.exit(f"error: stopped by {signal.Signals(STOPPING[0]).name} before any job started")
 
 
-from mnist_jax_pipeline import code_deps, console, dvc_lock, freshness, paths, runtime, snakemake_paths, stages, sweeps, variants
+from mnist_jax_pipeline import (
+    code_deps,
+    console,
+    dvc_lock,
+    freshness,
+    paths,
+    runtime,
+    snakemake_paths,
+    stages,
+    sweeps,
+    variants,
+)
 from mnist_jax_pipeline.artefacts import atomic
 from mnist_jax_pipeline.config import load, validate
 from mnist_jax_pipeline.errors import PipelineError
 
 if config:  # every stage reads params.yaml itself, so an override would be silently ignored
-    sys.exit("error: --config/--configfile overrides are not used by the stages, which read params.yaml; edit"
-             " params.yaml, run dvc exp run -S KEY=VALUE, or apply a preset: mnist-pipeline preset NAME")
+    sys.exit(
+        "error: --config/--configfile overrides are not used by the stages, which read params.yaml; edit"
+        " params.yaml, run dvc exp run -S KEY=VALUE, or apply a preset: mnist-pipeline preset NAME"
+    )
 try:  # one line naming the key, before any job is scheduled
     PARAMS = load("params.yaml")
 except PipelineError as err:
@@ -88,8 +101,7 @@ def mark_one(path, reasons, outputs):
         # unchanged), except when the job has no output at all: then Snakemake runs it anyway, and the
         # same content in every fresh checkout keeps the between-workflow cache's key the same.
         fresh = not any(p.exists() for p in outputs)
-        path.write_text("\n".join(["missing"] if fresh else [*reasons, str(time.time_ns())]) + "\n",
-                        encoding="utf-8")
+        path.write_text("\n".join(["missing"] if fresh else [*reasons, str(time.time_ns())]) + "\n", encoding="utf-8")
         moment = max(time.time(), newest + 1)
         os.utime(path, (moment, moment))
     else:
@@ -126,8 +138,9 @@ def refuse(problem):
 
 
 # A file where an output folder belongs (`models` a file) stops Snakemake's DAG with a traceback: say so first.
-refuse(atomic.obstacle([p for job in JOBS for p in [*job.outputs(), job.stamp_path]] + [LOGS / "check.log"],
-                        probe=False))
+refuse(
+    atomic.obstacle([p for job in JOBS for p in [*job.outputs(), job.stamp_path]] + [LOGS / "check.log"], probe=False)
+)
 
 
 def check_writable():
@@ -146,8 +159,11 @@ def stage_inputs(name):
     upstream = []
     for artefact in stage.inputs:
         maker = stages.get(artefact.made_by)
-        names = [maker.stamp.path] if stage.per_variant or not maker.per_variant else [
-            maker.stamp.path.format(variant=v) for v in VARIANTS]
+        names = (
+            [maker.stamp.path]
+            if stage.per_variant or not maker.per_variant
+            else [maker.stamp.path.format(variant=v) for v in VARIANTS]
+        )
         upstream += [path for path in names if path not in upstream]
     return [own, *upstream] + [ancient(path) for path in snakemake_paths.snakemake_inputs(name, VARIANTS)]
 
@@ -180,8 +196,10 @@ def logged(command):
     profile's op table) to its log only (MNIST_PIPELINE_LOG, src/mnist_jax_pipeline/console.py). tee ignores
     the stop signals, which reach the whole process group, so the stage's own line on stopping reaches both;
     it appends, to the file Snakemake removed before the job and the stage appends its details to."""
-    return (f"{freshness.TOOL_ENV}=snakemake {console.LOG_ENV}={{log:q}} {command} 2>&1"
-            " | (trap '' INT TERM HUP; exec tee -a {log:q})")
+    return (
+        f"{freshness.TOOL_ENV}=snakemake {console.LOG_ENV}={{log:q}} {command} 2>&1"
+        " | (trap '' INT TERM HUP; exec tee -a {log:q})"
+    )
 
 
 def stage_command(name):
@@ -224,7 +242,9 @@ def dvc_stage_runs():
     except (OSError, ValueError):
         return []
     infos = list(locks.get("write", {}).values()) + [i for group in locks.get("read", {}).values() for i in group]
-    return sorted({info["pid"] for info in infos if psutil.pid_exists(info.get("pid", 0)) and info["pid"] != os.getpid()})
+    return sorted(
+        {info["pid"] for info in infos if psutil.pid_exists(info.get("pid", 0)) and info["pid"] != os.getpid()}
+    )
 
 
 def release_dvc_lock():
@@ -244,8 +264,10 @@ def record_in_dvc():
         return
     if workflow.dryrun or workflow.touch:  # nothing was made
         return
-    names = {f"{job.rule.name}@{job.wildcards_dict['variant']}" if "variant" in job.wildcards_dict else job.rule.name
-             for job in workflow.dag.jobs}
+    names = {
+        f"{job.rule.name}@{job.wildcards_dict['variant']}" if "variant" in job.wildcards_dict else job.rule.name
+        for job in workflow.dag.jobs
+    }
     checker = freshness.Checker(load("params.yaml"))
     current, left = [], []
     for job in JOBS:
@@ -342,14 +364,20 @@ def point_inputs(name):
     if name == "evaluate":
         upstream.append(f"{POINT}/{stages.get('train').stamp.path}")
     own = (MARKERS / POINT / Path(stage.stamp.path.format(variant="{variant}")).name).as_posix()
-    return {"marker": own, "params": f"{POINT}/{paths.POINT_PARAMS}", "records": upstream,
-            "upstream": [ancient(path) for path in snakemake_paths.point_inputs(name, POINT)]}
+    return {
+        "marker": own,
+        "params": f"{POINT}/{paths.POINT_PARAMS}",
+        "records": upstream,
+        "upstream": [ancient(path) for path in snakemake_paths.point_inputs(name, POINT)],
+    }
 
 
 def point_command(stage):
     """A per-variant stage's command for one sweep point, under the point's folder."""
-    return logged(f"{POINT_LOCK} mnist-pipeline --params {{input.params}} {stage} --variant {{wildcards.variant}}"
-                  " --root sweeps/{wildcards.sweep}/{wildcards.point:q}")
+    return logged(
+        f"{POINT_LOCK} mnist-pipeline --params {{input.params}} {stage} --variant {{wildcards.variant}}"
+        " --root sweeps/{wildcards.sweep}/{wildcards.point:q}"
+    )
 
 
 def sweeps_command():

@@ -9,10 +9,10 @@ rule check:
         stage_inputs("check"),
     output:
         **stage_outputs("check"),
-    params:
-        **stage_params("check"),
     log:
         "logs/check.log",
+    params:
+        **stage_params("check"),
     shell:
         stage_command("check")
 
@@ -22,12 +22,12 @@ rule download:
         stage_inputs("download"),
     output:
         **stage_outputs("download"),
-    cache: CACHE
-    params:
-        **stage_params("download"),
     log:
         "logs/download.log",
+    cache: CACHE
     threads: workflow.cores
+    params:
+        **stage_params("download"),
     shell:
         stage_command("download")
 
@@ -37,10 +37,10 @@ rule preprocess:
         stage_inputs("preprocess"),
     output:
         **stage_outputs("preprocess"),
+    log:
+        "logs/preprocess.log",
     cache: CACHE
     params:
         **stage_params("preprocess"),
-    log:
-        "logs/preprocess.log",
     shell:
         stage_command("preprocess")

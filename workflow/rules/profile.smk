@@ -6,12 +6,12 @@ rule profile:
         stage_inputs("profile"),
     output:
         **stage_outputs("profile"),
-    params:
-        **stage_params("profile"),
     log:
         "logs/profile_{variant}.log",
     wildcard_constraints:
         variant="|".join(VARIANTS),
     threads: workflow.cores
+    params:
+        **stage_params("profile"),
     shell:
         stage_command("profile")

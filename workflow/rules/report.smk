@@ -13,9 +13,9 @@ rule report:
             for path in paths.REPORT_FIGURES.inside(*paths.REPORT_FIGURES.file_names(VARIANTS))
         ],
         stamp=update(stages.get("report").stamp.path),
-    params:
-        **stage_params("report"),
     log:
         "logs/report.log",
+    params:
+        **stage_params("report"),
     shell:
         stage_command("report")

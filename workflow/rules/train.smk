@@ -6,13 +6,13 @@ rule train:
         stage_inputs("train"),
     output:
         **stage_outputs("train"),
-    params:
-        **stage_params("train"),
     log:
         "logs/train_{variant}.log",
     wildcard_constraints:
         variant="|".join(VARIANTS),
     threads: workflow.cores
+    params:
+        **stage_params("train"),
     shell:
         stage_command("train")
 
@@ -22,12 +22,12 @@ rule evaluate:
         stage_inputs("evaluate"),
     output:
         **stage_outputs("evaluate"),
-    params:
-        **stage_params("evaluate"),
     log:
         "logs/evaluate_{variant}.log",
     wildcard_constraints:
         variant="|".join(VARIANTS),
     threads: workflow.cores
+    params:
+        **stage_params("evaluate"),
     shell:
         stage_command("evaluate")

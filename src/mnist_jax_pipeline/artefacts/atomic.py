@@ -77,8 +77,10 @@ def obstacle(paths: Iterable[str | Path], probe: bool = True) -> str | None:
         folder = path.parent
         while not folder.is_dir():
             if folder.exists() or folder.is_symlink():
-                return (f"{folder}: not a folder, and the pipeline keeps {path} in it; move it away or delete it,"
-                        " then run again")
+                return (
+                    f"{folder}: not a folder, and the pipeline keeps {path} in it; move it away or delete it,"
+                    " then run again"
+                )
             folder = folder.parent
         if not probe or folder in probed:
             continue
@@ -87,8 +89,10 @@ def obstacle(paths: Iterable[str | Path], probe: bool = True) -> str | None:
             with tempfile.TemporaryFile(dir=folder, prefix=f"{TMP_PREFIX}probe."):
                 pass
         except OSError as err:
-            return (f"{folder}: cannot write ({err.strerror}), and {path} is written there; make it writable"
-                    f" (chmod u+w {folder}) or run in a writable copy of the project")
+            return (
+                f"{folder}: cannot write ({err.strerror}), and {path} is written there; make it writable"
+                f" (chmod u+w {folder}) or run in a writable copy of the project"
+            )
     return None
 
 
@@ -113,7 +117,7 @@ def sweep(path: Path) -> None:
     if not path.parent.is_dir():
         return
     for orphan in sorted(path.parent.glob(f"{TMP_PREFIX}{path.name}.*")):
-        pid = orphan.name[len(TMP_PREFIX) + len(path.name) + 1:].split(".", 1)[0]
+        pid = orphan.name[len(TMP_PREFIX) + len(path.name) + 1 :].split(".", 1)[0]
         if not pid.isdigit() or _alive(int(pid)):
             continue
         with contextlib.suppress(OSError):
@@ -302,8 +306,9 @@ def _tracked(path: Path) -> bool:
     """Whether git tracks `path`, or a file inside it."""
     where = path if path.is_dir() else path.parent
     try:
-        done = subprocess.run(["git", "-C", str(where), "ls-files", "-z", "--", str(path.resolve())],
-                              capture_output=True, timeout=60)
+        done = subprocess.run(
+            ["git", "-C", str(where), "ls-files", "-z", "--", str(path.resolve())], capture_output=True, timeout=60
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.returncode == 0 and bool(done.stdout)
@@ -336,5 +341,7 @@ def refuse_foreign(path: str | Path, option: str, command: str, marker: str, ins
         reason = f"an output of the '{owner}' stage"
     else:
         reason = f"a {'folder' if target.is_dir() else 'file'} `mnist-pipeline {command}` did not make"
-    raise PipelineError(f"{option} {path}: {reason}; `mnist-pipeline {command}` writes only a new path or one it"
-                        " made itself: choose another path")
+    raise PipelineError(
+        f"{option} {path}: {reason}; `mnist-pipeline {command}` writes only a new path or one it"
+        " made itself: choose another path"
+    )

@@ -91,8 +91,9 @@ def load_split(processed_dir: str | Path, split: str) -> tuple[np.ndarray, np.nd
     base = Path(processed_dir)
     images = storage.load_array(base / f"{split}_images.npy", PROCESSED_MADE_BY, np.float32)
     if images.ndim not in (2, 3) or int(np.prod(images.shape[1:])) != IMAGE_PIXELS:
-        raise remake(base / f"{split}_images.npy", f"shape {images.shape}, expected (N, 784) or (N, 28, 28)",
-                     PROCESSED_MADE_BY)
+        raise remake(
+            base / f"{split}_images.npy", f"shape {images.shape}, expected (N, 784) or (N, 28, 28)", PROCESSED_MADE_BY
+        )
     if not np.isfinite(images).all():
         raise remake(base / f"{split}_images.npy", "holds NaN or infinite values", PROCESSED_MADE_BY)
     labels = storage.load_array(base / f"{split}_labels.npy", PROCESSED_MADE_BY, np.int32, (images.shape[0],))

@@ -72,8 +72,8 @@ def read_details(variant: str, test_count: int, root: str | Path = ".") -> EvalD
     if any(len(row) != NUM_CLASSES for row in details.confusion_matrix):
         raise remake(path, f"the confusion matrix is not {NUM_CLASSES}x{NUM_CLASSES}", made_by)
     wrong = details.misclassified_indices
-    if not len(wrong) == len(details.true) == len(details.predicted) or any(
-            not 0 <= i < test_count for i in wrong):
-        raise remake(path, f"misclassified indices do not match the {test_count} test images of"
-                           f" {paths.PROCESSED.path}", made_by)
+    if not len(wrong) == len(details.true) == len(details.predicted) or any(not 0 <= i < test_count for i in wrong):
+        raise remake(
+            path, f"misclassified indices do not match the {test_count} test images of {paths.PROCESSED.path}", made_by
+        )
     return details

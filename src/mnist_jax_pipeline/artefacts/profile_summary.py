@@ -181,6 +181,8 @@ def read_summary(variant: str, root: str | Path = ".") -> ProfileSummary | None:
         return None
     summary = storage.read_model(path, ProfileSummary, paths.PROFILE.stage(variant))
     if summary.variant != variant:
-        raise PipelineError(f"{path}: holds variant '{summary.variant}', expected '{variant}'; re-run the"
-                            f" '{paths.PROFILE.stage(variant)}' stage")
+        raise PipelineError(
+            f"{path}: holds variant '{summary.variant}', expected '{variant}'; re-run the"
+            f" '{paths.PROFILE.stage(variant)}' stage"
+        )
     return summary

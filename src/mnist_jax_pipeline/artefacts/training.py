@@ -73,8 +73,10 @@ class TrainMetrics(Record):
         """The figures a user compares between runs, rounded to what a timing can tell apart."""
         return TrainHeadline(
             compile_s=None if self.compile_seconds is None else round(self.compile_seconds, 3),
-            epoch_s=round(self.epoch_seconds_median, 3), train_s=round(self.total_train_seconds, 3),
-            train_loss=float(f"{self.final_train_loss:.4g}"))
+            epoch_s=round(self.epoch_seconds_median, 3),
+            train_s=round(self.total_train_seconds, 3),
+            train_loss=float(f"{self.final_train_loss:.4g}"),
+        )
 
 
 class RunInfo(Record):

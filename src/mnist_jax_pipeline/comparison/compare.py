@@ -66,13 +66,20 @@ def from_sweep(sweep: sweeps.Sweep) -> list[Run]:
     for point in sweep.points:
         root, variant = sweep.folder(point), sweep.variant
         if not (root / paths.EVAL_HEADLINE.at(variant)).is_file():
-            raise PipelineError(f"{root}: this point has not run; run `snakemake --cores all sweeps` (or"
-                                f" `snakemake --cores all sweeps/{sweep.name}/{paths.COMPARE_HTML}`) first")
-        runs.append(Run(name=point.name, params=flatten(sweep.params(point)),
-                        train=training.read_metrics(variant, root).headline(),
-                        evaluation=evaluation.read_metrics(variant, root).headline(),
-                        history=training.read_history(variant, root),
-                        ran_alone=training.read_run(variant, root).ran_alone))
+            raise PipelineError(
+                f"{root}: this point has not run; run `snakemake --cores all sweeps` (or"
+                f" `snakemake --cores all sweeps/{sweep.name}/{paths.COMPARE_HTML}`) first"
+            )
+        runs.append(
+            Run(
+                name=point.name,
+                params=flatten(sweep.params(point)),
+                train=training.read_metrics(variant, root).headline(),
+                evaluation=evaluation.read_metrics(variant, root).headline(),
+                history=training.read_history(variant, root),
+                ran_alone=training.read_run(variant, root).ran_alone,
+            )
+        )
     return runs
 
 
@@ -99,8 +106,17 @@ def from_dvc() -> tuple[list[Run], list[str], list[str]]:
     """Every variant of DVC's experiments of this commit, the baseline's and the workspace's, as runs;
     the parameters that differ from the baseline; and what was left out, with why."""
     rows, left_out = experiments.from_dvc()
-    runs = [Run(name=row.name, params=row.params, train=row.train, evaluation=row.evaluation,
-                history=_history(row.rev, row.variant), ran_alone=None) for row in rows]
+    runs = [
+        Run(
+            name=row.name,
+            params=row.params,
+            train=row.train,
+            evaluation=row.evaluation,
+            history=_history(row.rev, row.variant),
+            ran_alone=None,
+        )
+        for row in rows
+    ]
     keys = list(dict.fromkeys(key for row in rows for key in row.changed))
     return runs, keys, left_out
 
@@ -131,12 +147,16 @@ def figures(runs: list[Run]) -> dict[str, str]:
         scatter = Figure(figsize=(6.5, 4), layout="constrained")
         ax = scatter.subplots()
         for i, run in enumerate(runs):
-            ax.scatter(run.train.train_s, 100 * run.evaluation.test_accuracy, **_look(i),
-                       label=run.name, s=36, zorder=3)
-        ax.set(xlabel="training seconds (all epochs, compile apart)", ylabel="test accuracy (%)",
-               title="test accuracy against training time",
-               xlim=_within([run.train.train_s for run in runs]),
-               ylim=_within([100 * run.evaluation.test_accuracy for run in runs], top=100))
+            ax.scatter(
+                run.train.train_s, 100 * run.evaluation.test_accuracy, **_look(i), label=run.name, s=36, zorder=3
+            )
+        ax.set(
+            xlabel="training seconds (all epochs, compile apart)",
+            ylabel="test accuracy (%)",
+            title="test accuracy against training time",
+            xlim=_within([run.train.train_s for run in runs]),
+            ylim=_within([100 * run.evaluation.test_accuracy for run in runs], top=100),
+        )
         scatter.legend(loc="outside right upper", fontsize=7)
         curves = Figure(figsize=(9, 3.4), layout="constrained")
         loss_ax, acc_ax = curves.subplots(1, 2)
@@ -157,16 +177,34 @@ def figures(runs: list[Run]) -> dict[str, str]:
         return {"scatter": _uri(scatter), "curves": _uri(curves)}
 
 
-COLUMNS = ("name", "test_accuracy", "test_loss", "total_train_seconds", "epoch_seconds_median", "compile_seconds",
-           "epochs")  # results.csv's columns before the parameters
+COLUMNS = (
+    "name",
+    "test_accuracy",
+    "test_loss",
+    "total_train_seconds",
+    "epoch_seconds_median",
+    "compile_seconds",
+    "epochs",
+)  # results.csv's columns before the parameters
 
 
 def frame(runs: list[Run], keys: list[str]) -> pd.DataFrame:
     """A row per run, best test accuracy first (then the shorter training): COLUMNS, `ran_alone` and the
     given parameters. Object columns keep each value as the run holds it (None, a list, an int)."""
-    records = [(run.name, run.evaluation.test_accuracy, run.evaluation.test_loss, run.train.train_s,
-                run.train.epoch_s, run.train.compile_s, run.params.get("train.epochs"), run.ran_alone,
-                *(run.params.get(key) for key in keys)) for run in runs]
+    records = [
+        (
+            run.name,
+            run.evaluation.test_accuracy,
+            run.evaluation.test_loss,
+            run.train.train_s,
+            run.train.epoch_s,
+            run.train.compile_s,
+            run.params.get("train.epochs"),
+            run.ran_alone,
+            *(run.params.get(key) for key in keys),
+        )
+        for run in runs
+    ]
     data = pd.DataFrame(records, columns=[*COLUMNS, "ran_alone", *keys], dtype=object)
     return data.sort_values(["test_accuracy", "total_train_seconds"], ascending=[False, True], ignore_index=True)
 
@@ -176,15 +214,35 @@ def table(data: pd.DataFrame, keys: list[str]) -> list[dict[str, Any]]:
     return [{**row, "params": {key: row[key] for key in keys}} for row in data.to_dict("records")]
 
 
-def write(runs: list[Run], keys: list[str], title: str, source: str, html_path: Path, csv_path: Path | None,
-          against: str, notes: tuple[str, ...] = ()) -> None:
+def write(
+    runs: list[Run],
+    keys: list[str],
+    title: str,
+    source: str,
+    html_path: Path,
+    csv_path: Path | None,
+    against: str,
+    notes: tuple[str, ...] = (),
+) -> None:
     """Render the page (and the table as CSV) atomically; `keys` are the parameters that differ `against`
     something ("between the points", "from the baseline (HEAD)")."""
     data = frame(runs, keys)
     rows = table(data, keys)
-    html = environment(autoescape=True).get_template("compare.html.j2").render(
-        title=title, source=source, keys=keys, rows=rows, figures=figures(runs), date=generated_at(), notes=notes,
-        against=against, generator=GENERATOR)
+    html = (
+        environment(autoescape=True)
+        .get_template("compare.html.j2")
+        .render(
+            title=title,
+            source=source,
+            keys=keys,
+            rows=rows,
+            figures=figures(runs),
+            date=generated_at(),
+            notes=notes,
+            against=against,
+            generator=GENERATOR,
+        )
+    )
     atomic.write_text(html_path, html)
     if csv_path is not None:
         atomic.write_text(csv_path, data[[*COLUMNS, *keys]].to_csv(index=False, lineterminator="\n"))
@@ -201,15 +259,34 @@ def main(args: argparse.Namespace) -> None:
         folder = sweeps.FOLDER / sweep.name
         runs = from_sweep(sweep)
         html_path = Path(args.out or folder / paths.COMPARE_HTML)
-        write(runs, differing(runs), f"sweep {sweep.name}", f"sweeps/{sweep.name}.yaml ({sweep.variant})",
-              html_path, folder / paths.COMPARE_CSV, "between the points")
+        write(
+            runs,
+            differing(runs),
+            f"sweep {sweep.name}",
+            f"sweeps/{sweep.name}.yaml ({sweep.variant})",
+            html_path,
+            folder / paths.COMPARE_CSV,
+            "between the points",
+        )
         log.info("wrote %s (%d points of sweep %s)", html_path, len(runs), sweep.name)
         return
     load(args.params)
     runs, keys, left_out = from_dvc()
     html_path = Path(args.out or paths.EXPERIMENTS_HTML)
     notes = (f"Left out: {', '.join(left_out)}.",) if left_out else ()
-    write(runs, keys, "DVC experiments", "dvc exp show: the workspace, the baseline (HEAD) and its experiments,"
-          " one row per variant", html_path, None, "from the baseline (HEAD)", notes)
-    log.info("wrote %s (%d rows, one per experiment and variant%s)", html_path, len(runs),
-             f"; left out: {', '.join(left_out)}" if left_out else "")
+    write(
+        runs,
+        keys,
+        "DVC experiments",
+        "dvc exp show: the workspace, the baseline (HEAD) and its experiments, one row per variant",
+        html_path,
+        None,
+        "from the baseline (HEAD)",
+        notes,
+    )
+    log.info(
+        "wrote %s (%d rows, one per experiment and variant%s)",
+        html_path,
+        len(runs),
+        f"; left out: {', '.join(left_out)}" if left_out else "",
+    )

@@ -75,9 +75,16 @@ def _rows(name: str, rev: str | None, data: dict[str, Any], left_out: list[str])
             left_out.append(f"{name} · {variant} (no metrics: not run)")
             continue
         try:
-            rows.append(Row(experiment=name, rev=rev, variant=variant, params=flatten(params),
-                            train=TrainHeadline.model_validate(train),
-                            evaluation=EvalHeadline.model_validate(evaluation)))
+            rows.append(
+                Row(
+                    experiment=name,
+                    rev=rev,
+                    variant=variant,
+                    params=flatten(params),
+                    train=TrainHeadline.model_validate(train),
+                    evaluation=EvalHeadline.model_validate(evaluation),
+                )
+            )
         except ValidationError:
             left_out.append(f"{name} · {variant} (metrics of an older format)")
     return rows
@@ -103,8 +110,13 @@ def collect(listing: list[dict[str, Any]]) -> tuple[list[Row], list[str]]:
                 name = rev.get("name") or experiment.get("name") or str(rev.get("rev", "?"))[:7]
                 rows += _rows(name, rev.get("rev"), rev.get("data") or {}, left_out)
     base = baseline_params or {}
-    changed = [replace(row, changed={key: value for key, value in row.params.items()
-                                     if key not in base or not _same(value, base[key])}) for row in rows]
+    changed = [
+        replace(
+            row,
+            changed={key: value for key, value in row.params.items() if key not in base or not _same(value, base[key])},
+        )
+        for row in rows
+    ]
     return changed, left_out
 
 
@@ -120,8 +132,10 @@ def from_dvc() -> tuple[list[Row], list[str]]:
     rows, left_out = collect(json.loads(done.stdout or "[]"))
     if not rows:
         why = f" (left out: {', '.join(left_out)})" if left_out else ""
-        raise PipelineError(f"no DVC experiment, baseline or workspace has metrics to show{why}; run the pipeline"
-                            " (dvc repro) or an experiment (dvc exp run -S train.step_size=0.02) first")
+        raise PipelineError(
+            f"no DVC experiment, baseline or workspace has metrics to show{why}; run the pipeline"
+            " (dvc repro) or an experiment (dvc exp run -S train.step_size=0.02) first"
+        )
     return rows, left_out
 
 
@@ -134,24 +148,41 @@ HEADER = ("experiment", "variant", "test acc", "loss", "epoch s", "compile s", "
 
 def frame(rows: list[Row]) -> pd.DataFrame:
     """A row per experiment and variant: its figures, and what it changed from the baseline as text."""
-    return pd.DataFrame({
-        "experiment": [row.experiment for row in rows], "variant": [row.variant for row in rows],
-        "test_accuracy": [row.evaluation.test_accuracy for row in rows],
-        "test_loss": [row.evaluation.test_loss for row in rows], "epoch_s": [row.train.epoch_s for row in rows],
-        "compile_s": [row.train.compile_s for row in rows],  # None (NaN here) where nothing is compiled
-        "changed": [" ".join(f"{key}={_value(value)}" for key, value in row.changed.items()) or "-" for row in rows],
-    })
+    return pd.DataFrame(
+        {
+            "experiment": [row.experiment for row in rows],
+            "variant": [row.variant for row in rows],
+            "test_accuracy": [row.evaluation.test_accuracy for row in rows],
+            "test_loss": [row.evaluation.test_loss for row in rows],
+            "epoch_s": [row.train.epoch_s for row in rows],
+            "compile_s": [row.train.compile_s for row in rows],  # None (NaN here) where nothing is compiled
+            "changed": [
+                " ".join(f"{key}={_value(value)}" for key, value in row.changed.items()) or "-" for row in rows
+            ],
+        }
+    )
 
 
 def table(rows: list[Row], width: int) -> list[str]:
     """Fixed-width lines: experiment, variant, test accuracy, the timings, and what changed (cut to fit)."""
     data = frame(rows)
-    cells = pd.concat([pd.DataFrame([HEADER], columns=HEADER), pd.DataFrame({
-        HEADER[0]: data.experiment, HEADER[1]: data.variant,
-        HEADER[2]: (100 * data.test_accuracy).map("{:.2f}%".format), HEADER[3]: data.test_loss.map("{:.4g}".format),
-        HEADER[4]: data.epoch_s.map("{:.3f}".format),
-        HEADER[5]: data.compile_s.map(lambda value: "-" if pd.isna(value) else f"{value:.3f}"),
-        HEADER[6]: data.changed})], ignore_index=True)
+    cells = pd.concat(
+        [
+            pd.DataFrame([HEADER], columns=HEADER),
+            pd.DataFrame(
+                {
+                    HEADER[0]: data.experiment,
+                    HEADER[1]: data.variant,
+                    HEADER[2]: (100 * data.test_accuracy).map("{:.2f}%".format),
+                    HEADER[3]: data.test_loss.map("{:.4g}".format),
+                    HEADER[4]: data.epoch_s.map("{:.3f}".format),
+                    HEADER[5]: data.compile_s.map(lambda value: "-" if pd.isna(value) else f"{value:.3f}"),
+                    HEADER[6]: data.changed,
+                }
+            ),
+        ],
+        ignore_index=True,
+    )
     for i, column in enumerate(HEADER[:-1]):  # names left-aligned, figures right; the last column is cut instead
         text = cells[column].str
         cells[column] = text.rjust(text.len().max()) if i > 1 else text.ljust(text.len().max())

@@ -49,8 +49,10 @@ PROFILES = {  # conformsTo of the root: the profile and the profiles it extends
     "https://w3id.org/ro/wfrun/provenance/0.5": "Provenance Run Crate",
 }
 # Terms the RO-Crate 1.1 context lacks, given whole IRIs in the crate's own context (ro-crate-py's extra_terms).
-EXTRA_TERMS = {"sha256": "http://schema.org/sha256",
-               "environment": "https://w3id.org/ro/terms/workflow-run#environment"}
+EXTRA_TERMS = {
+    "sha256": "http://schema.org/sha256",
+    "environment": "https://w3id.org/ro/terms/workflow-run#environment",
+}
 ENGINES: dict[str, tuple[str, str | None]] = {  # the tool a record's `run.tool` names: its name and home page
     "snakemake": ("Snakemake", "https://snakemake.github.io"),
     "dvc": ("DVC", "https://dvc.org"),
@@ -73,13 +75,17 @@ class CrateBuilder:
         self.jobs, self.out, self.hashes = jobs, out, hashes
         self.crate = ROCrate(version=RO_CRATE_VERSION)
         self.crate.metadata.extra_terms.update(EXTRA_TERMS)
-        self.python = self.crate.add(ComputerLanguage(self.crate, "#python", properties={
-            "name": "Python", "url": {"@id": "https://www.python.org"}}))
+        self.python = self.crate.add(
+            ComputerLanguage(
+                self.crate, "#python", properties={"name": "Python", "url": {"@id": "https://www.python.org"}}
+            )
+        )
 
     def _context(self, identifier: str, kind: str | list[str], **properties: Any) -> Entity:
         """A contextual entity, added once (the first one's properties kept)."""
         return self.crate.get(identifier) or self.crate.add(
-            ContextEntity(self.crate, identifier, properties={"@type": kind, **properties}))
+            ContextEntity(self.crate, identifier, properties={"@type": kind, **properties})
+        )
 
     def _id(self, name: str) -> str:
         """A project file's path relative to the crate's root (ro-crate-py makes it a URI reference, quoted)."""
@@ -93,10 +99,19 @@ class CrateBuilder:
         kind: str | list[str] = ["File", "SoftwareSourceCode"] if code else "File"
         media = mimetypes.guess_type(name)[0] or MEDIA_TYPES.get(Path(name).suffix, "application/octet-stream")
         extra = {"programmingLanguage": self.python} if code and name.endswith(".py") else {}
-        return self.crate.add_file(name, dest_path=self._id(name), properties={
-            "@type": kind, "name": Path(name).name, "sha256": digest or self.hashes.of(Path(name)),
-            "contentSize": str(Path(name).stat().st_size), "encodingFormat": media, **extra,
-            **properties})
+        return self.crate.add_file(
+            name,
+            dest_path=self._id(name),
+            properties={
+                "@type": kind,
+                "name": Path(name).name,
+                "sha256": digest or self.hashes.of(Path(name)),
+                "contentSize": str(Path(name).stat().st_size),
+                "encodingFormat": media,
+                **extra,
+                **properties,
+            },
+        )
 
     def files(self, digests: dict[str, str], code: bool = False) -> list[Entity]:
         return [self.file(name, digest, code) for name, digest in sorted(digests.items())]
@@ -110,8 +125,9 @@ class CrateBuilder:
         workflow["step"] = [step for _, step in tools.values()]
         actions = [self.action(job, tools[job.stage.name][0]) for job in self.jobs]
         run = self.workflow_run(workflow, actions)
-        controls = [self.control(job, action, tools[job.stage.name][1]) for job, action in zip(self.jobs, actions,
-                                                                                                 strict=True)]
+        controls = [
+            self.control(job, action, tools[job.stage.name][1]) for job, action in zip(self.jobs, actions, strict=True)
+        ]
         organizers = self.organizers(controls, run)
         self.root(workflow, [run, *actions, *controls, *organizers])
         return self.crate
@@ -119,13 +135,18 @@ class CrateBuilder:
     def root(self, workflow: Entity, mentions: list[Entity]) -> None:
         root = self.crate.root_dataset
         root["name"] = "mnist-jax-pipeline: the workspace's last run"
-        root["description"] = ("The MNIST pipeline's last run in this workspace (download, preprocess, train,"
-                               " evaluate, profile, report, and sweep points), from its provenance records.")
+        root["description"] = (
+            "The MNIST pipeline's last run in this workspace (download, preprocess, train,"
+            " evaluate, profile, report, and sweep points), from its provenance records."
+        )
         root["license"] = "Apache-2.0"
-        root["datePublished"] = max((job.record.run.ended for job in self.jobs if job.record.run), default=None) \
-            or root["datePublished"]
-        profiles = [self._context(url, "CreativeWork", name=name, version=url.rsplit("/", 1)[-1])
-                    for url, name in PROFILES.items()]
+        root["datePublished"] = (
+            max((job.record.run.ended for job in self.jobs if job.record.run), default=None) or root["datePublished"]
+        )
+        profiles = [
+            self._context(url, "CreativeWork", name=name, version=url.rsplit("/", 1)[-1])
+            for url, name in PROFILES.items()
+        ]
         # with Workflow RO-Crate 1.0, which add_workflow(main=True) put there
         root["conformsTo"] = [*profiles, *(root.get("conformsTo") or [])]
         root["mentions"] = mentions
@@ -134,55 +155,96 @@ class CrateBuilder:
     def workflow(self) -> Entity:
         """The stage table, with Snakefile and dvc.yaml as the same workflow in each tool's language."""
         workflow = self.crate.add_workflow(
-            WORKFLOW.as_posix(), dest_path=self._id(WORKFLOW.as_posix()), main=True, lang=self.python,
-            properties={"@type": ["File", "SoftwareSourceCode", "ComputationalWorkflow", "HowTo"],
-                        "name": "mnist-jax-pipeline stage table",
-                        "description": "The pipeline's stages: command, params sections, inputs and outputs"
-                                       " (Snakemake's rules and dvc.yaml are made from it)",
-                        "sha256": self.hashes.of(WORKFLOW), "contentSize": str(WORKFLOW.stat().st_size)})
+            WORKFLOW.as_posix(),
+            dest_path=self._id(WORKFLOW.as_posix()),
+            main=True,
+            lang=self.python,
+            properties={
+                "@type": ["File", "SoftwareSourceCode", "ComputationalWorkflow", "HowTo"],
+                "name": "mnist-jax-pipeline stage table",
+                "description": "The pipeline's stages: command, params sections, inputs and outputs"
+                " (Snakemake's rules and dvc.yaml are made from it)",
+                "sha256": self.hashes.of(WORKFLOW),
+                "contentSize": str(WORKFLOW.stat().st_size),
+            },
+        )
         definitions = []
         for path, lang in DEFINITIONS.items():
-            language = (self.crate.add(get_lang(self.crate, lang)) if lang == "snakemake" else
-                        self._context("#dvc", "ComputerLanguage", name="DVC pipeline (dvc.yaml)",
-                                      url={"@id": "https://dvc.org/doc/user-guide/project-structure/dvcyaml-files"}))
-            definitions.append(self.file(path.as_posix(), code=True, programmingLanguage=language,
-                                         isBasedOn=workflow))
+            language = (
+                self.crate.add(get_lang(self.crate, lang))
+                if lang == "snakemake"
+                else self._context(
+                    "#dvc",
+                    "ComputerLanguage",
+                    name="DVC pipeline (dvc.yaml)",
+                    url={"@id": "https://dvc.org/doc/user-guide/project-structure/dvcyaml-files"},
+                )
+            )
+            definitions.append(self.file(path.as_posix(), code=True, programmingLanguage=language, isBasedOn=workflow))
         workflow["subjectOf"] = definitions
         return workflow
 
     def tool(self, stage: stages.Stage, position: int) -> tuple[Entity, Entity]:
         """The stage's command (a SoftwareApplication) and its step of the workflow."""
         command = commands.COMMANDS[stage.command]
-        tool = self._context(_fragment("tool", stage.name), "SoftwareApplication", name=stage.cmd("<variant>"),
-                             description=command.help)
-        packages = sorted({(name, version) for job in self.jobs if job.stage == stage
-                           for name, version in job.record.versions.items() if version != "not installed"})
+        tool = self._context(
+            _fragment("tool", stage.name), "SoftwareApplication", name=stage.cmd("<variant>"), description=command.help
+        )
+        packages = sorted(
+            {
+                (name, version)
+                for job in self.jobs
+                if job.stage == stage
+                for name, version in job.record.versions.items()
+                if version != "not installed"
+            }
+        )
         if packages:
             pypi = "https://pypi.org/project/{}/{}/"
-            tool["softwareRequirements"] = [self._context(
-                pypi.format(name, version), "SoftwareApplication", name=name, softwareVersion=version,
-                url={"@id": pypi.format(name, version)}) for name, version in packages]
-        step = self._context(_fragment("step", stage.name), "HowToStep", name=stage.name, position=str(position),
-                             workExample=tool)
+            tool["softwareRequirements"] = [
+                self._context(
+                    pypi.format(name, version),
+                    "SoftwareApplication",
+                    name=name,
+                    softwareVersion=version,
+                    url={"@id": pypi.format(name, version)},
+                )
+                for name, version in packages
+            ]
+        step = self._context(
+            _fragment("step", stage.name), "HowToStep", name=stage.name, position=str(position), workExample=tool
+        )
         return tool, step
 
     def action(self, job: RecordedJob, tool: Entity) -> Entity:
         """The job's CreateAction: its command and code, its inputs and params, its outputs and record."""
         key = [*job.root.parts, job.record.stage]  # '#run/train@jit', '#run/sweeps/<sweep>/<point>/train@jit'
-        params = [self._context(_fragment("params", *key, section), "PropertyValue", name=section,
-                                propertyID=f"params.yaml#{section}", value=json.dumps(value, sort_keys=True))
-                  for section, value in sorted(job.record.params.items())]
+        params = [
+            self._context(
+                _fragment("params", *key, section),
+                "PropertyValue",
+                name=section,
+                propertyID=f"params.yaml#{section}",
+                value=json.dumps(value, sort_keys=True),
+            )
+            for section, value in sorted(job.record.params.items())
+        ]
         record = self.file(job.record_path.as_posix(), description=f"the provenance record of '{job.label}'")
-        properties: dict[str, Any] = {"name": f"Run of {job.label}", "actionStatus": {"@id":
-                                      "http://schema.org/CompletedActionStatus"},
-                                      "description": f"{job.stage.cmd(job.variant or '')}"
-                                      + (f" --root {job.root.as_posix()}" if job.root != Path(".") else "")}
+        properties: dict[str, Any] = {
+            "name": f"Run of {job.label}",
+            "actionStatus": {"@id": "http://schema.org/CompletedActionStatus"},
+            "description": f"{job.stage.cmd(job.variant or '')}"
+            + (f" --root {job.root.as_posix()}" if job.root != Path(".") else ""),
+        }
         if job.record.run:
             properties |= {"startTime": job.record.run.started, "endTime": job.record.run.ended}
         action = self.crate.add_action(
-            [tool, *self.files(job.record.code, code=True)], identifier=_fragment("run", *key),
+            [tool, *self.files(job.record.code, code=True)],
+            identifier=_fragment("run", *key),
             object=[*self.files(job.record.inputs), *params],
-            result=[*self.files(job.record.outputs), record], properties=properties)
+            result=[*self.files(job.record.outputs), record],
+            properties=properties,
+        )
         if job.stage.name == "train" and job.variant:
             self.device(job, action)
         return action
@@ -193,37 +255,69 @@ class CrateBuilder:
         if path.as_posix() not in job.record.outputs:
             return
         info = RunInfo.model_validate_json(path.read_bytes())
-        facts = {"backend": info.backend, "device_kind": info.device_kind, "device_count": info.device_count,
-                 "devices": ", ".join(info.devices), "cpu_model": info.cpu_model, "host_cpu_count": info.host_cpu_count,
-                 "machine": info.machine, "python_version": info.python_version}
+        facts = {
+            "backend": info.backend,
+            "device_kind": info.device_kind,
+            "device_count": info.device_count,
+            "devices": ", ".join(info.devices),
+            "cpu_model": info.cpu_model,
+            "host_cpu_count": info.host_cpu_count,
+            "machine": info.machine,
+            "python_version": info.python_version,
+        }
         digest = hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:12]
-        device = self._context(_fragment("device", digest), "Product",
-                               name=f"{info.backend}: {info.device_kind} x{info.device_count} ({info.cpu_model})",
-                               additionalProperty=[self._context(_fragment("device", digest, key), "PropertyValue",
-                                                                 name=key, value=str(value))
-                                                   for key, value in facts.items() if value is not None])
+        device = self._context(
+            _fragment("device", digest),
+            "Product",
+            name=f"{info.backend}: {info.device_kind} x{info.device_count} ({info.cpu_model})",
+            additionalProperty=[
+                self._context(_fragment("device", digest, key), "PropertyValue", name=key, value=str(value))
+                for key, value in facts.items()
+                if value is not None
+            ],
+        )
         self.file(path.as_posix())["about"] = device
         values = {"XLA_FLAGS": info.xla_flags, "JAX_DEFAULT_MATMUL_PRECISION": info.matmul_precision}
-        action["environment"] = [self._context(_fragment("env", name, value), "PropertyValue", name=name, value=value)
-                                 for name, value in values.items() if value is not None]
+        action["environment"] = [
+            self._context(_fragment("env", name, value), "PropertyValue", name=name, value=value)
+            for name, value in values.items()
+            if value is not None
+        ]
 
     def workflow_run(self, workflow: Entity, actions: list[Entity]) -> Entity:
         """The whole run: from the first job's start to the last one's end; what no job made, what they made."""
         made = {name for job in self.jobs for name in job.record.outputs}
         read = {name: digest for job in self.jobs for name, digest in job.record.inputs.items() if name not in made}
         runs = [job.record.run for job in self.jobs if job.record.run]
-        properties: dict[str, Any] = {"name": RUN_NAME,
-                                      "description": f"{len(actions)} jobs, from their provenance records"}
+        properties: dict[str, Any] = {
+            "name": RUN_NAME,
+            "description": f"{len(actions)} jobs, from their provenance records",
+        }
         if runs:
             properties |= {"startTime": min(r.started for r in runs), "endTime": max(r.ended for r in runs)}
         outputs = sorted({name: d for job in self.jobs for name, d in job.record.outputs.items()}.items())
-        return self.crate.add_action(workflow, identifier="#run", object=self.files(read),
-                                     result=[self.file(name, d) for name, d in outputs], properties=properties)
+        return self.crate.add_action(
+            workflow,
+            identifier="#run",
+            object=self.files(read),
+            result=[self.file(name, d) for name, d in outputs],
+            properties=properties,
+        )
 
     def control(self, job: RecordedJob, action: Entity, step: Entity) -> Entity:
-        return self.crate.add(ContextEntity(self.crate, action.id.replace("#run/", "#control/", 1), properties={
-            "@type": "ControlAction", "name": f"Orchestrate {job.label}", "instrument": step, "object": action,
-            "actionStatus": {"@id": "http://schema.org/CompletedActionStatus"}}))
+        return self.crate.add(
+            ContextEntity(
+                self.crate,
+                action.id.replace("#run/", "#control/", 1),
+                properties={
+                    "@type": "ControlAction",
+                    "name": f"Orchestrate {job.label}",
+                    "instrument": step,
+                    "object": action,
+                    "actionStatus": {"@id": "http://schema.org/CompletedActionStatus"},
+                },
+            )
+        )
 
     def organizers(self, controls: Iterable[Entity], run: Entity) -> list[Entity]:
         """One OrganizeAction per tool that ran jobs (a job recorded without its `run` is under none)."""
@@ -234,11 +328,24 @@ class CrateBuilder:
         found = []
         for tool, members in sorted(by_tool.items()):
             name, url = ENGINES.get(tool, (tool, None))
-            engine = self._context(_fragment("engine", tool), "SoftwareApplication", name=name,
-                                   **({"url": {"@id": url}} if url else {}))
-            found.append(self.crate.add(ContextEntity(self.crate, _fragment("organize", tool), properties={
-                "@type": "OrganizeAction", "name": f"Jobs run by {name}", "instrument": engine, "object": members,
-                "result": run})))
+            engine = self._context(
+                _fragment("engine", tool), "SoftwareApplication", name=name, **({"url": {"@id": url}} if url else {})
+            )
+            found.append(
+                self.crate.add(
+                    ContextEntity(
+                        self.crate,
+                        _fragment("organize", tool),
+                        properties={
+                            "@type": "OrganizeAction",
+                            "name": f"Jobs run by {name}",
+                            "instrument": engine,
+                            "object": members,
+                            "result": run,
+                        },
+                    )
+                )
+            )
         return found
 
 
@@ -247,4 +354,3 @@ def build(jobs: list[RecordedJob], out: Path, hashes: Hashes) -> dict[str, Any]:
     crate = CrateBuilder(jobs, out, hashes).build()
     metadata: dict[str, Any] = crate.metadata.generate()
     return metadata
-

@@ -41,9 +41,13 @@ def check(metadata: dict[str, Any], out: Path, path: Path) -> None:
     outcome = validate(metadata, out)
     for line in outcome.required:
         print(f"REQUIRED: {line}")
-    print(f"{PROFILE}: {len(outcome.required)} REQUIRED issues, {outcome.recommended} RECOMMENDED findings,"
-          f" {outcome.optional} OPTIONAL")
+    print(
+        f"{PROFILE}: {len(outcome.required)} REQUIRED issues, {outcome.recommended} RECOMMENDED findings,"
+        f" {outcome.optional} OPTIONAL"
+    )
     if outcome.required:
-        raise PipelineError(f"{path}: not written, it would not conform to {PROFILE} ({len(outcome.required)} REQUIRED"
-                            " issues above);"
-                            " report it as a bug of mnist-pipeline crate")
+        raise PipelineError(
+            f"{path}: not written, it would not conform to {PROFILE} ({len(outcome.required)} REQUIRED"
+            " issues above);"
+            " report it as a bug of mnist-pipeline crate"
+        )

@@ -11,8 +11,10 @@ from .. import paths, stages, sweeps
 from ..artefacts.provenance import Hashes, Stamp
 from ..errors import PipelineError
 
-NO_RECORDS = (f"{paths.PROVENANCE}/: no provenance records; run the pipeline first (snakemake --cores all, or"
-              " dvc repro), then mnist-pipeline crate")
+NO_RECORDS = (
+    f"{paths.PROVENANCE}/: no provenance records; run the pipeline first (snakemake --cores all, or"
+    " dvc repro), then mnist-pipeline crate"
+)
 
 
 @dataclass(frozen=True)
@@ -83,8 +85,9 @@ def recorded_jobs(hashes: Hashes) -> tuple[list[RecordedJob], list[str]]:
             continue
         problem = changed(job, hashes)
         if problem:
-            warnings.append(f"{job.label} left out: {problem}; re-run it to describe it"
-                            " (snakemake --cores all, or dvc repro)")
+            warnings.append(
+                f"{job.label} left out: {problem}; re-run it to describe it (snakemake --cores all, or dvc repro)"
+            )
         else:
             jobs.append(job)
     if not jobs:

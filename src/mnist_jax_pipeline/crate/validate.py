@@ -75,24 +75,36 @@ def validate(metadata: dict[str, Any], crate_root: Path) -> Outcome:
     offline (before the metadata file is written: the command writes it with its outputs, atomic.together())."""
     digest = hashlib.sha256(CONTEXT_FILE.read_bytes()).hexdigest() if CONTEXT_FILE.is_file() else "missing"
     if digest != CONTEXT_SHA256:
-        raise PipelineError(f"{CONTEXT_FILE}: {'missing' if digest == 'missing' else 'not the RO-Crate 1.1 context'};"
-                            " restore it from the repository (git checkout -- that file)")
+        raise PipelineError(
+            f"{CONTEXT_FILE}: {'missing' if digest == 'missing' else 'not the RO-Crate 1.1 context'};"
+            " restore it from the repository (git checkout -- that file)"
+        )
     os.environ.setdefault("ROCRATE_VALIDATOR_AUTO_WARM", "0")  # no network warm-up of the profiles' URLs
     from rocrate_validator import services
     from rocrate_validator.models import Severity, ValidationSettings
     from rocrate_validator.utils.http import HttpRequester
 
-    settings = ValidationSettings(rocrate_uri=None, metadata_dict=metadata, package_root=crate_root.resolve(),
-                                  profile_identifier=PROFILE, requirement_severity=Severity.OPTIONAL, no_cache=True)
+    settings = ValidationSettings(
+        rocrate_uri=None,
+        metadata_dict=metadata,
+        package_root=crate_root.resolve(),
+        profile_identifier=PROFILE,
+        requirement_severity=Severity.OPTIONAL,
+        no_cache=True,
+    )
     adapter = LocalOnly()
     session = HttpRequester().session
     for prefix in ("http://", "https://"):
         session.mount(prefix, adapter)
     result = services.validate(settings)
     if adapter.refused:
-        raise PipelineError(f"{adapter.refused[0]}: the validator needs it and it is not available offline;"
-                            " the crate was not validated (report it as a bug of mnist-pipeline crate)")
+        raise PipelineError(
+            f"{adapter.refused[0]}: the validator needs it and it is not available offline;"
+            " the crate was not validated (report it as a bug of mnist-pipeline crate)"
+        )
     issues = result.get_issues(Severity.OPTIONAL)
-    return Outcome(required=sorted({_line(i) for i in issues if i.severity == Severity.REQUIRED}),
-                   recommended=sum(i.severity == Severity.RECOMMENDED for i in issues),
-                   optional=sum(i.severity == Severity.OPTIONAL for i in issues))
+    return Outcome(
+        required=sorted({_line(i) for i in issues if i.severity == Severity.REQUIRED}),
+        recommended=sum(i.severity == Severity.RECOMMENDED for i in issues),
+        optional=sum(i.severity == Severity.OPTIONAL for i in issues),
+    )

@@ -46,8 +46,9 @@ def verify_file(path: Path, pinned: PinnedFile) -> None:
     try:
         got = sha256_of(path)
     except OSError as err:
-        raise PipelineError(f"{path}: cannot read ({err.strerror}); make it readable, or point {MIRROR_ENV}"
-                            " at a readable copy") from err
+        raise PipelineError(
+            f"{path}: cannot read ({err.strerror}); make it readable, or point {MIRROR_ENV} at a readable copy"
+        ) from err
     if got != pinned.sha256:
         raise PipelineError(
             f"{path}: SHA-256 {got[:16]}... does not match the pinned {pinned.sha256[:16]}...;"
@@ -148,8 +149,9 @@ def _export_arrays(builder: Any, out: Path) -> dict[str, SplitCount]:
         labels = np.asarray(data["label"]).astype(np.uint8)
         storage.save_array(out / f"{split}_images.npy", images)
         storage.save_array(out / f"{split}_labels.npy", labels)
-        splits[split] = SplitCount(count=int(labels.shape[0]),
-                                   label_histogram=np.bincount(labels, minlength=10).tolist())
+        splits[split] = SplitCount(
+            count=int(labels.shape[0]), label_histogram=np.bincount(labels, minlength=10).tolist()
+        )
     return splits
 
 
@@ -197,8 +199,12 @@ def download(params: Params, out_dir: str | Path = paths.RAW.path, mirror: str |
         shutil.rmtree(tfds_dir)
         _cross_check(idx_dir, splits)
         manifest = Manifest(
-            dataset=dataset, tfds_version=tfds.__version__, builder_version=str(builder.info.version),
-            files={p.name: SourceFile(sha256=p.sha256, size=p.size, url=p.url) for p in pinned}, splits=splits)
+            dataset=dataset,
+            tfds_version=tfds.__version__,
+            builder_version=str(builder.info.version),
+            files={p.name: SourceFile(sha256=p.sha256, size=p.size, url=p.url) for p in pinned},
+            splits=splits,
+        )
         storage.write_model(tmp / "manifest.json", manifest)
     log.info("%s prepared in %.1f s", dataset, time.perf_counter() - started)
     return manifest

@@ -55,7 +55,7 @@ def deskew(images: np.ndarray) -> np.ndarray:
     """
     out = np.empty_like(images)
     for start in range(0, len(images), DESKEW_CHUNK):
-        out[start:start + DESKEW_CHUNK] = _deskew_chunk(images[start:start + DESKEW_CHUNK])
+        out[start : start + DESKEW_CHUNK] = _deskew_chunk(images[start : start + DESKEW_CHUNK])
     return out
 
 
@@ -78,8 +78,9 @@ def _deskew_chunk(images: np.ndarray) -> np.ndarray:
     shift_c = np.where(usable, sum_c / safe_mass - centre, 0.0)
     rows = index.astype(np.float64)
     source_r = rows[None, :] + shift_r[:, None]  # (count, SIDE): one source row per output row
-    source_c = (rows[None, None, :] + shift_c[:, None, None]
-                + alpha[:, None, None] * (rows[None, :, None] - centre))  # (count, SIDE, SIDE)
+    source_c = (
+        rows[None, None, :] + shift_c[:, None, None] + alpha[:, None, None] * (rows[None, :, None] - centre)
+    )  # (count, SIDE, SIDE)
     padded = np.zeros((count, SIDE + 2, SIDE + 2), np.float64)  # a ring of zeros: 0 outside the image
     padded[:, 1:-1, 1:-1] = pixels
     top = np.floor(source_r).astype(np.int64)
@@ -91,8 +92,9 @@ def _deskew_chunk(images: np.ndarray) -> np.ndarray:
         return padded[n, np.clip(r + 1, 0, SIDE + 1), np.clip(c + 1, 0, SIDE + 1)]
 
     r0, r1 = top[:, :, None], top[:, :, None] + 1
-    value = ((1 - down) * ((1 - right) * at(r0, left) + right * at(r0, left + 1))
-             + down * ((1 - right) * at(r1, left) + right * at(r1, left + 1)))
+    value = (1 - down) * ((1 - right) * at(r0, left) + right * at(r0, left + 1)) + down * (
+        (1 - right) * at(r1, left) + right * at(r1, left + 1)
+    )
     return np.clip(np.rint(value), 0, 255).astype(np.uint8).reshape(images.shape)
 
 
@@ -132,12 +134,17 @@ def _split_stats(images: np.ndarray, labels: np.ndarray, scale: float, offset: f
         mean, std = pixel_moments(images)
         low, high = scale * float(images.min()) + offset, scale * float(images.max()) + offset
         pixels = PixelStats(mean=scale * mean + offset, std=abs(scale) * std, min=low, max=high)
-    return SplitStats(count=int(labels.shape[0]), label_histogram=histogram.tolist(),
-                      class_balance=[round(int(c) / total, 6) for c in histogram], pixels=pixels)
+    return SplitStats(
+        count=int(labels.shape[0]),
+        label_histogram=histogram.tolist(),
+        class_balance=[round(int(c) / total, 6) for c in histogram],
+        pixels=pixels,
+    )
 
 
-def preprocess(config: PreprocessConfig, raw_dir: str | Path = paths.RAW.path,
-               out_dir: str | Path = paths.PROCESSED.path) -> Stats:
+def preprocess(
+    config: PreprocessConfig, raw_dir: str | Path = paths.RAW.path, out_dir: str | Path = paths.PROCESSED.path
+) -> Stats:
     """Run the preprocess stage; return the stats it wrote."""
     manifest = read_manifest(raw_dir)
     train_images, train_labels = load_raw_split(raw_dir, "train")
@@ -146,8 +153,10 @@ def preprocess(config: PreprocessConfig, raw_dir: str | Path = paths.RAW.path,
         train_images, test_images = deskew(train_images), deskew(test_images)
     train_idx, val_idx = split_indices(len(train_labels), config)
     if len(train_idx) == 0:
-        raise PipelineError(f"{raw_dir}: {len(train_labels)} training examples leave none after the validation"
-                            " split; lower preprocess.validation_fraction in params.yaml")
+        raise PipelineError(
+            f"{raw_dir}: {len(train_labels)} training examples leave none after the validation"
+            " split; lower preprocess.validation_fraction in params.yaml"
+        )
     mean, std = 0.0, 1.0
     if config.normalize == "standardize":
         mean, std = pixel_moments(train_images[train_idx])
@@ -165,9 +174,15 @@ def preprocess(config: PreprocessConfig, raw_dir: str | Path = paths.RAW.path,
             storage.save_array(tmp / f"{split}_images.npy", transform(images, config, mean, std))
             storage.save_array(tmp / f"{split}_labels.npy", labels.astype(np.int32))
             splits[split] = _split_stats(images, labels, scale, offset)
-        stats = Stats(dataset=manifest.dataset, format=FORMAT,
-                      normalize=config.normalize, normalize_mean=mean, normalize_std=std,
-                      image_shape=[784] if config.flatten else [28, 28], splits=splits)
+        stats = Stats(
+            dataset=manifest.dataset,
+            format=FORMAT,
+            normalize=config.normalize,
+            normalize_mean=mean,
+            normalize_std=std,
+            image_shape=[784] if config.flatten else [28, 28],
+            splits=splits,
+        )
         storage.write_model(tmp / "stats.json", stats)
     return stats
 
@@ -179,6 +194,8 @@ def main(args: argparse.Namespace) -> None:
     params = load(args.params)
     held = read_manifest(args.raw).dataset
     if held != params.data.dataset:
-        raise PipelineError(f"{args.raw}: holds {held}, but data.dataset in {args.params} is"
-                            f" {params.data.dataset}; re-run the 'download' stage")
+        raise PipelineError(
+            f"{args.raw}: holds {held}, but data.dataset in {args.params} is"
+            f" {params.data.dataset}; re-run the 'download' stage"
+        )
     preprocess(params.preprocess, args.raw, args.out)

@@ -84,8 +84,9 @@ def onecycle_schedule(peak: float, total_steps: int, warmup_fraction: float) -> 
     """Linear warm-up from 0 to `peak` over the first `warmup_fraction` of `total_steps`, then linear
     decay to 0 at `total_steps`."""
     warmup = warmup_fraction * total_steps
-    return optax.join_schedules([optax.linear_schedule(0.0, peak, warmup),
-                                 optax.linear_schedule(peak, 0.0, total_steps - warmup)], [warmup])
+    return optax.join_schedules(
+        [optax.linear_schedule(0.0, peak, warmup), optax.linear_schedule(peak, 0.0, total_steps - warmup)], [warmup]
+    )
 
 
 def steps_per_epoch(count: int, batch_size: int) -> int:

@@ -87,8 +87,7 @@ SCHEMA: dict[str, list[tuple[str, int, int, int, str | None]]] = {
         ("line", 4, _MANY, _MSG, "Line"),
         ("is_folded", 5, _ONE, _BOOL, None),
     ],
-    "Line": [("function_id", 1, _ONE, _U64, None), ("line", 2, _ONE, _I64, None),
-             ("column", 3, _ONE, _I64, None)],
+    "Line": [("function_id", 1, _ONE, _U64, None), ("line", 2, _ONE, _I64, None), ("column", 3, _ONE, _I64, None)],
     "Function": [
         ("id", 1, _ONE, _U64, None),
         ("name", 2, _ONE, _I64, None),
@@ -162,13 +161,15 @@ def _value_indices(path: Path, profile: Any, table: list[str]) -> tuple[int, int
     types = [(_text(path, table, t.type), _text(path, table, t.unit)) for t in profile.sample_type]
     if any(want not in types for want in SAMPLE_TYPES):
         found = ", ".join(f"{t}/{u}" for t, u in types) or "none"
-        raise _corrupt(path, f"sample types are {found}, expected allocations/count and space/bytes (a JAX"
-                             " device-memory profile)")
+        raise _corrupt(
+            path, f"sample types are {found}, expected allocations/count and space/bytes (a JAX device-memory profile)"
+        )
     return types.index(SAMPLE_TYPES[0]), types.index(SAMPLE_TYPES[1])
 
 
-def _stack(path: Path, table: list[str], functions: dict[int, Any], locations: dict[int, Any],
-           location_ids: Any) -> list[str]:
+def _stack(
+    path: Path, table: list[str], functions: dict[int, Any], locations: dict[int, Any], location_ids: Any
+) -> list[str]:
     """'function file:line' frames, leaf first."""
     frames = []
     for location_id in location_ids:
@@ -178,8 +179,7 @@ def _stack(path: Path, table: list[str], functions: dict[int, Any], locations: d
         for line in location.line:
             function = functions.get(line.function_id)
             if function is None:
-                raise _corrupt(path, f"location {location_id} names missing function"
-                                     f" {line.function_id}")
+                raise _corrupt(path, f"location {location_id} names missing function {line.function_id}")
             name = _text(path, table, function.name)
             frames.append(f"{name} {_text(path, table, function.filename)}:{line.line}")
     return frames
@@ -229,11 +229,17 @@ def samples(path: str | Path, made_by: str = "profile") -> list[Allocation]:
         rows: list[Allocation] = []
         for sample in profile.sample:
             if len(sample.value) <= max(count_at, bytes_at):
-                raise _corrupt(path, f"a sample has {len(sample.value)} values, expected"
-                                     f" {len(profile.sample_type)}")
+                raise _corrupt(path, f"a sample has {len(sample.value)} values, expected {len(profile.sample_type)}")
             stack = _stack(path, table, functions, locations, sample.location_id)
-            rows.append(Allocation(bytes=int(sample.value[bytes_at]), count=int(sample.value[count_at]),
-                                   labels=_labels(path, table, sample.label), stack=stack, origin=origin(stack)))
+            rows.append(
+                Allocation(
+                    bytes=int(sample.value[bytes_at]),
+                    count=int(sample.value[count_at]),
+                    labels=_labels(path, table, sample.label),
+                    stack=stack,
+                    origin=origin(stack),
+                )
+            )
     except _Corrupt as err:
         raise remake(path, str(err), made_by) from err
     return rows
@@ -248,15 +254,26 @@ def summarize(path: str | Path, limit: int | None = None, made_by: str = "profil
     rows = samples(path, made_by)
     executables = [r for r in rows if is_executable(r)]
     buffers = _largest_first([r for r in rows if not is_executable(r)])
-    folded = Executables(samples=len(executables), count=sum(r.count for r in executables),
-                         bytes=sum(r.bytes for r in executables)) if executables else None
-    return Totals(total_bytes=sum(r.bytes for r in rows), total_allocations=sum(r.count for r in rows),
-                  samples=len(rows), top=buffers if limit is None else buffers[:limit], executables=folded)
+    folded = (
+        Executables(
+            samples=len(executables), count=sum(r.count for r in executables), bytes=sum(r.bytes for r in executables)
+        )
+        if executables
+        else None
+    )
+    return Totals(
+        total_bytes=sum(r.bytes for r in rows),
+        total_allocations=sum(r.count for r in rows),
+        samples=len(rows),
+        top=buffers if limit is None else buffers[:limit],
+        executables=folded,
+    )
 
 
 def diff(path: str | Path, base: str | Path, limit: int | None = None, made_by: str = "profile") -> SnapshotDiff:
     """`path` minus `base`, sample by sample (matched on kind, device and stack, as pprof's -diff_base
     matches them): what the later snapshot added, and what it no longer holds (negative)."""
+
     def key(row: Allocation) -> tuple:
         return (row.labels.get("kind"), row.labels.get("device"), tuple(row.stack))
 
@@ -267,11 +284,17 @@ def diff(path: str | Path, base: str | Path, limit: int | None = None, made_by: 
             entry = change.setdefault(key(row), [0, 0, row])
             entry[0] += sign * row.bytes
             entry[1] += sign * row.count
-    changed = [row.model_copy(update={"bytes": b, "count": c}) for b, c, row in change.values()
-               if (b or c) and not is_executable(row)]
+    changed = [
+        row.model_copy(update={"bytes": b, "count": c})
+        for b, c, row in change.values()
+        if (b or c) and not is_executable(row)
+    ]
     changed = _largest_first(changed)
-    return SnapshotDiff(base=Path(base).stem, total_bytes=sum(r.bytes for r in now) - sum(r.bytes for r in before),
-                        rows=changed if limit is None else changed[:limit])
+    return SnapshotDiff(
+        base=Path(base).stem,
+        total_bytes=sum(r.bytes for r in now) - sum(r.bytes for r in before),
+        rows=changed if limit is None else changed[:limit],
+    )
 
 
 def tools() -> dict[str, str | None]:
@@ -282,8 +305,7 @@ def tools() -> dict[str, str | None]:
 def _run_pprof(binary: str, args: list[str], home: Path) -> bytes | None:
     env = {**os.environ, "HOME": str(home), "PPROF_TMPDIR": str(home)}
     try:
-        done = subprocess.run([binary, *args], capture_output=True, env=env,
-                              timeout=PPROF_TIMEOUT_S, check=False)
+        done = subprocess.run([binary, *args], capture_output=True, env=env, timeout=PPROF_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as err:
         log.warning("pprof %s failed: %s", " ".join(args), err)
         return None

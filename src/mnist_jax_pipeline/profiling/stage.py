@@ -75,8 +75,9 @@ def _init_point(config: Params) -> dict[str, Any]:
     return {"params": init_params(m.layer_sizes, jax.random.PRNGKey(m.seed), m.init_scale, m.init, m.output_init)}
 
 
-def _train_point(config: Params, model: HostParams, images: np.ndarray, labels: np.ndarray,
-                 jit: bool) -> dict[str, Any]:
+def _train_point(
+    config: Params, model: HostParams, images: np.ndarray, labels: np.ndarray, jit: bool
+) -> dict[str, Any]:
     """One update of the loaded model on the first batch of epoch 1 (compiled, or op by op)."""
     cfg = config.train
     count = len(labels)
@@ -126,35 +127,37 @@ def _candidates(model: HostParams, batch: int, test: int) -> dict[str, list[Cand
     layers: list[Candidate] = []
     for i, (w, b) in enumerate(model):
         out_size, in_size = w.shape
-        layers.append((f"layer{i}.weight", w.nbytes,
-                       f"the {out_size}x{in_size} {w.dtype} weight of layer {i}"))
+        layers.append((f"layer{i}.weight", w.nbytes, f"the {out_size}x{in_size} {w.dtype} weight of layer {i}"))
         layers.append((f"layer{i}.bias", b.nbytes, f"the {out_size} {b.dtype} bias of layer {i}"))
     pixels, classes = model[0][0].shape[1], NUM_CLASSES
     return {
         "init": layers,
-        "train_step": layers + [
-            ("batch_images", batch * pixels * 4,
-             f"a batch of {batch} images ({batch}x{pixels} float32)"),
-            ("batch_targets", batch * classes * 4,
-             f"the batch's {batch}x{classes} float32 one-hot targets"),
+        "train_step": layers
+        + [
+            ("batch_images", batch * pixels * 4, f"a batch of {batch} images ({batch}x{pixels} float32)"),
+            ("batch_targets", batch * classes * 4, f"the batch's {batch}x{classes} float32 one-hot targets"),
         ],
-        "evaluate": layers + [
+        "evaluate": layers
+        + [
             ("test_images", test * pixels * 4, f"the {test}x{pixels} float32 test images"),
-            ("test_log_probs", test * classes * 4,
-             f"the {test}x{classes} float32 test log-probabilities"),
+            ("test_log_probs", test * classes * 4, f"the {test}x{classes} float32 test log-probabilities"),
             ("test_predictions", test * 4, f"the {test} int32 predicted classes"),
         ],
     }
 
 
-def expected_bytes(candidates: dict[str, list[Candidate]], model: HostParams, state: TrainState,
-                   train_count: int) -> dict[str, int]:
+def expected_bytes(
+    candidates: dict[str, list[Candidate]], model: HostParams, state: TrainState, train_count: int
+) -> dict[str, int]:
     """Sizes of the model's arrays, of the training state (parameters and optimizer state), of the
     training split on the device (jit_scan holds it), and of the data each point holds."""
     pixels = model[0][0].shape[1]
-    sizes = {"params": int(sum(w.nbytes + b.nbytes for w, b in model)),
-             "state": int(sum(np.asarray(leaf).nbytes for leaf in jax.tree.leaves(state))),
-             "train_images": train_count * pixels * 4, "train_targets": train_count * NUM_CLASSES * 4}
+    sizes = {
+        "params": int(sum(w.nbytes + b.nbytes for w, b in model)),
+        "state": int(sum(np.asarray(leaf).nbytes for leaf in jax.tree.leaves(state))),
+        "train_images": train_count * pixels * 4,
+        "train_targets": train_count * NUM_CLASSES * 4,
+    }
     for point in POINTS:
         sizes.update({key: int(size) for key, size, _ in candidates[point]})
     return sizes
@@ -182,8 +185,10 @@ def explain(totals: pprof.Totals, candidates: list[Candidate]) -> str:
     where = f", allocated in {short_frame(top.origin)}," if top.origin else ""
     what = _match(top, candidates)
     if what is None:
-        return (f"The largest {kind}, {top.count} x {top.bytes // max(top.count, 1):,}"
-                f" bytes{where} matches no model or data array ({share}).")
+        return (
+            f"The largest {kind}, {top.count} x {top.bytes // max(top.count, 1):,}"
+            f" bytes{where} matches no model or data array ({share})."
+        )
     return f"The largest {kind}, {top.bytes:,} bytes{where} is {what} ({share})."
 
 
@@ -191,8 +196,10 @@ def _check_shapes(config: Params, model_path: Path, model: HostParams, made_by: 
     """The model's layers are those params.yaml names (its 784 inputs, 10 outputs: load_model checks)."""
     sizes = layer_sizes_of(model)
     if tuple(sizes) != tuple(config.model.layer_sizes):
-        raise PipelineError(f"{model_path}: layer sizes {sizes} differ from model.layer_sizes"
-                            f" {list(config.model.layer_sizes)} in params.yaml; re-run '{made_by}'")
+        raise PipelineError(
+            f"{model_path}: layer sizes {sizes} differ from model.layer_sizes"
+            f" {list(config.model.layer_sizes)} in params.yaml; re-run '{made_by}'"
+        )
 
 
 def initial_state(config: Params, model: HostParams, train_count: int) -> TrainState:
@@ -201,8 +208,9 @@ def initial_state(config: Params, model: HostParams, train_count: int) -> TrainS
     return TrainState(weights, make_optimizer(config.train, train_count).init(weights))
 
 
-def trace(config: Params, variant: str, model: HostParams, images: np.ndarray, labels: np.ndarray,
-          out_dir: Path) -> Trace:
+def trace(
+    config: Params, variant: str, model: HostParams, images: np.ndarray, labels: np.ndarray, out_dir: Path
+) -> Trace:
     """Trace the variant's steady-state steps into `out_dir/trace` and parse the op table."""
     spec = variants.get(variant)
     loop = loops.build(spec, loop_inputs(config, images, labels))
@@ -217,17 +225,26 @@ def trace(config: Params, variant: str, model: HostParams, images: np.ndarray, l
 
     for index in range(warmup):
         call(index)
-    files = op_table.record(lambda i: call(warmup + i), calls, out_dir / paths.TRACE_LOGDIR, session=variant,
-                            python_tracer=spec.jit)
+    files = op_table.record(
+        lambda i: call(warmup + i), calls, out_dir / paths.TRACE_LOGDIR, session=variant, python_tracer=spec.jit
+    )
     table = op_table.parse(op_table.load_events(files["perfetto"], paths.PROFILE.stage(variant)), loop.hlo_text())
     if table.steps < calls:  # the profiler keeps at most a million events, and drops the rest silently
-        raise PipelineError(f"{paths.PROFILE.stage(variant)}: the trace kept {table.steps} of its {calls} traced"
-                            f" {loop.unit()}s (the profiler's event limit); lower profile.trace_steps"
-                            f" (now {config.profile.trace_steps}) in params.yaml")
-    return Trace(logdir=paths.TRACE_LOGDIR, files={role: path.relative_to(out_dir).as_posix()
-                                                   for role, path in sorted(files.items())},
-                 calls=calls, unit=loop.unit(), train_steps=calls * per_call, warmup_calls=warmup,
-                 python_tracer=spec.jit, table=table)
+        raise PipelineError(
+            f"{paths.PROFILE.stage(variant)}: the trace kept {table.steps} of its {calls} traced"
+            f" {loop.unit()}s (the profiler's event limit); lower profile.trace_steps"
+            f" (now {config.profile.trace_steps}) in params.yaml"
+        )
+    return Trace(
+        logdir=paths.TRACE_LOGDIR,
+        files={role: path.relative_to(out_dir).as_posix() for role, path in sorted(files.items())},
+        calls=calls,
+        unit=loop.unit(),
+        train_steps=calls * per_call,
+        warmup_calls=warmup,
+        python_tracer=spec.jit,
+        table=table,
+    )
 
 
 def profile(params: Params, variant: str, processed_dir: str | Path, root: str | Path = ".") -> ProfileSummary:
@@ -261,33 +278,59 @@ def profile(params: Params, variant: str, processed_dir: str | Path, root: str |
             totals = pprof.summarize(tmp / f"{point}.prof", params.profile.top_allocations, stage)
             base = DIFF_BASE.get(point)
             points[point] = Snapshot(
-                file=f"{point}.prof", total_bytes=totals.total_bytes, total_allocations=totals.total_allocations,
-                samples=totals.samples, explanation=explain(totals, candidates[point]), top=totals.top,
+                file=f"{point}.prof",
+                total_bytes=totals.total_bytes,
+                total_allocations=totals.total_allocations,
+                samples=totals.samples,
+                explanation=explain(totals, candidates[point]),
+                top=totals.top,
                 executables=totals.executables,
                 diff=pprof.diff(tmp / f"{point}.prof", tmp / f"{base}.prof", params.profile.top_allocations, stage)
-                if base else None)
+                if base
+                else None,
+            )
             rendered += pprof.render(tmp / f"{point}.prof", tmp, tmp / f"{base}.prof" if base else None)
             console.details.info("%s: %s", point, points[point].explanation)
         available = found["pprof"] is not None and found["dot"] is not None
         if not available:
-            log.warning("pprof or Graphviz dot not on PATH: no .top.txt/.svg call graphs (the report says how"
-                        " to install them)")
+            log.warning(
+                "pprof or Graphviz dot not on PATH: no .top.txt/.svg call graphs (the report says how to install them)"
+            )
             console.details.info("install pprof and Graphviz: %s", INSTALL_HINT)
         traced = trace(params, variant, model, train_x, train_y, tmp)
-        console.details.info("op table of the traced %s calls\n%s", traced.unit,
-                             op_table.format_table(traced.table, top=12))
-        log.info("traced %d %s call(s), step time %.3f ms; the op table and the memory snapshots are in the"
-                 " report", traced.calls, traced.unit, traced.table.step_us / 1e3)
+        console.details.info(
+            "op table of the traced %s calls\n%s", traced.unit, op_table.format_table(traced.table, top=12)
+        )
+        log.info(
+            "traced %d %s call(s), step time %.3f ms; the op table and the memory snapshots are in the report",
+            traced.calls,
+            traced.unit,
+            traced.table.step_us / 1e3,
+        )
         stats = memory_stats(device)
         state = initial_state(params, model, len(train_y))
         summary = ProfileSummary(
-            variant=variant, device=str(device), device_kind=device.device_kind, backend=jax.default_backend(),
-            jax_version=jax.__version__, model=str(model_path), batch_size=batch, layer_sizes=layer_sizes_of(model),
-            expected_bytes=expected_bytes(candidates, model, state, len(train_y)), points=points,
-            peak_memory=peak_memory(stats), memory_stats=stats,
-            pprof=PprofTools(available=available, binary=found["pprof"], dot=found["dot"], rendered=rendered,
-                             install_hint=INSTALL_HINT),
-            trace=traced)
+            variant=variant,
+            device=str(device),
+            device_kind=device.device_kind,
+            backend=jax.default_backend(),
+            jax_version=jax.__version__,
+            model=str(model_path),
+            batch_size=batch,
+            layer_sizes=layer_sizes_of(model),
+            expected_bytes=expected_bytes(candidates, model, state, len(train_y)),
+            points=points,
+            peak_memory=peak_memory(stats),
+            memory_stats=stats,
+            pprof=PprofTools(
+                available=available,
+                binary=found["pprof"],
+                dot=found["dot"],
+                rendered=rendered,
+                install_hint=INSTALL_HINT,
+            ),
+            trace=traced,
+        )
         storage.write_model(tmp / "summary.json", summary)
     return summary
 

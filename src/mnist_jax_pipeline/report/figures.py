@@ -209,8 +209,13 @@ def epoch_times(variants: Sequence[VariantResults]) -> Figure:
     handles = [Patch(facecolor="white", edgecolor="black", hatch=hatch, label=label) for _, label, hatch in kinds]
     lines = line_ax.get_legend_handles_labels()
     entries = len(variants) + len(kinds)
-    fig.legend(lines[0] + handles, lines[1] + [h.get_label() for h in handles],
-               ncols=entries if entries <= 5 else math.ceil(entries / 2), loc="outside upper right", fontsize=7)
+    fig.legend(
+        lines[0] + handles,
+        lines[1] + [h.get_label() for h in handles],
+        ncols=entries if entries <= 5 else math.ceil(entries / 2),
+        loc="outside upper right",
+        fontsize=7,
+    )
     return fig
 
 
@@ -282,9 +287,7 @@ def misclassified(v: VariantResults, images: np.ndarray) -> Figure:
     details = v.details
     shown = details.misclassified_indices[:MISCLASSIFIED_SHOWN]
     titles = [f"pred {p}\nactual {t}" for p, t in zip(details.predicted, details.true, strict=False)]
-    return digit_grid(
-        images[shown], titles[: len(shown)], empty="no misclassified test examples", columns=6
-    )
+    return digit_grid(images[shown], titles[: len(shown)], empty="no misclassified test examples", columns=6)
 
 
 def _ticks_us(value: float, _: object) -> str:
@@ -311,8 +314,15 @@ def step_timeline(profiles: dict[str, ProfileSummary], order: Sequence[str]) -> 
         for event in timeline.events:
             y = rows[event.lane]
             color = "C3" if event.matmul else "C0"
-            ax.barh(y, max(event.end_us - event.start_us, 0.0), left=event.start_us, height=0.6, color=color,
-                    edgecolor="white", linewidth=0.3)
+            ax.barh(
+                y,
+                max(event.end_us - event.start_us, 0.0),
+                left=event.start_us,
+                height=0.6,
+                color=color,
+                edgecolor="white",
+                linewidth=0.3,
+            )
             if event.done_us > event.end_us:
                 ax.plot([event.end_us, event.done_us], [y, y], color=color, linewidth=0.8, alpha=0.6)
         longest = sorted(timeline.events, key=lambda e: (-(e.end_us - e.start_us), e.op))[:TIMELINE_LABELS]
@@ -320,10 +330,23 @@ def step_timeline(profiles: dict[str, ProfileSummary], order: Sequence[str]) -> 
             # named where the name fits in its box (about 3.8 pt per character on a ~280 pt wide axis)
             width_pt = (event.end_us - event.start_us) / max(timeline.duration_us, 1e-9) * 280
             if width_pt > 3.8 * len(event.op):
-                ax.text((event.start_us + event.end_us) / 2, rows[event.lane], event.op, ha="center", va="center",
-                        fontsize=6.5, color="white", clip_on=True)
-        ax.set(yticks=range(len(rows)), yticklabels=list(rows), xlim=(0, max(timeline.duration_us, 1.0)),
-               ylim=(len(rows) - 0.5, -0.5), title=f"{name}: {timeline.title}")
+                ax.text(
+                    (event.start_us + event.end_us) / 2,
+                    rows[event.lane],
+                    event.op,
+                    ha="center",
+                    va="center",
+                    fontsize=6.5,
+                    color="white",
+                    clip_on=True,
+                )
+        ax.set(
+            yticks=range(len(rows)),
+            yticklabels=list(rows),
+            xlim=(0, max(timeline.duration_us, 1.0)),
+            ylim=(len(rows) - 0.5, -0.5),
+            title=f"{name}: {timeline.title}",
+        )
         ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
         ax.xaxis.set_major_formatter(FuncFormatter(_ticks_us))
         ax.grid(axis="y", visible=False)
@@ -353,7 +376,7 @@ def _icicle_paths(rows: Sequence[Allocation]) -> tuple[list[tuple[Stack, int]], 
     while stacks and all(len(s) > shared + 1 for s, _ in stacks) and len({s[shared] for s, _ in stacks}) == 1:
         shared += 1
     first = max(shared - 1, 0)
-    return sorted(((tuple(s[first:first + ICICLE_DEPTH]), size) for s, size in stacks), key=lambda p: p[0]), total
+    return sorted(((tuple(s[first : first + ICICLE_DEPTH]), size) for s, size in stacks), key=lambda p: p[0]), total
 
 
 def _level_spans(paths_: list[tuple[Stack, int]], level: int) -> list[Span]:
@@ -386,12 +409,28 @@ def icicle(rows: Sequence[Allocation], title: str) -> Figure:
         return fig
     for level in range(depth):
         for prefix, start, width in _level_spans(paths_, level):
-            ax.add_patch(Rectangle((start / total, level + 0.04), width / total, 0.92, linewidth=0.5,
-                                   facecolor=_frame_color(prefix[-1]), edgecolor="white", alpha=0.75))
+            ax.add_patch(
+                Rectangle(
+                    (start / total, level + 0.04),
+                    width / total,
+                    0.92,
+                    linewidth=0.5,
+                    facecolor=_frame_color(prefix[-1]),
+                    edgecolor="white",
+                    alpha=0.75,
+                )
+            )
             if width / total > 0.07:
                 label = prefix[-1] if len(prefix[-1]) * 0.0075 < width / total else prefix[-1].split(" ")[0]
-                ax.text((start + width / 2) / total, level + 0.5, label, ha="center", va="center", fontsize=6.5,
-                        clip_on=True)
+                ax.text(
+                    (start + width / 2) / total,
+                    level + 0.5,
+                    label,
+                    ha="center",
+                    va="center",
+                    fontsize=6.5,
+                    clip_on=True,
+                )
     ax.set(xlim=(0, 1), ylim=(depth, 0))
     return fig
 

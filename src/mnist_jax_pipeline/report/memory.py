@@ -217,10 +217,12 @@ def icicle_rows(snapshot: Snapshot) -> list[Allocation]:
 
 def missing_graphs(art: Artefacts) -> list[tuple[str, str]]:
     """(variant, snapshot) pairs without a pprof call graph: the report draws their icicles."""
-    return [(variant, name) for variant, summary in art.profiles.items()
-            for name, snapshot in summary.points.items()
-            if call_graph_file(paths.PROFILE.at(variant, art.root), name, snapshot) is None
-            and icicle_rows(snapshot)]
+    return [
+        (variant, name)
+        for variant, summary in art.profiles.items()
+        for name, snapshot in summary.points.items()
+        if call_graph_file(paths.PROFILE.at(variant, art.root), name, snapshot) is None and icicle_rows(snapshot)
+    ]
 
 
 def _snapshot(name: str, snapshot: Snapshot, profile_dir: Path, made_by: str, icicle: str | None) -> SnapshotView:
@@ -247,13 +249,21 @@ def _trace(variant: str, summary: ProfileSummary) -> TraceView:
     rest = table.rows[TOP_OPS:]
     step = table.step_us or 1.0
     return TraceView(
-        variant=variant, unit=trace.unit, calls=trace.calls, train_steps=trace.train_steps, module=table.module,
-        step_us=table.step_us, annotated_us=table.annotated_us, self_share=table.self_share,
-        busy_share=table.busy_us / step, rows=table.rows[:TOP_OPS],
+        variant=variant,
+        unit=trace.unit,
+        calls=trace.calls,
+        train_steps=trace.train_steps,
+        module=table.module,
+        step_us=table.step_us,
+        annotated_us=table.annotated_us,
+        self_share=table.self_share,
+        busy_share=table.busy_us / step,
+        rows=table.rows[:TOP_OPS],
         rest=(len(rest), sum(r.self_us for r in rest), sum(r.share for r in rest)) if rest else None,
         matmul_share=table.matmul.self_us / step if table.matmul else None,
         matmul_gflops=table.matmul.gflops_per_s if table.matmul else None,
-        logdir=logdir.as_posix(), perfetto=perfetto.as_posix(),
+        logdir=logdir.as_posix(),
+        perfetto=perfetto.as_posix(),
         logdir_href=href(logdir, paths.REPORT_HTML.path, folder=True),
         perfetto_href=href(perfetto, paths.REPORT_HTML.path),
     )
@@ -262,8 +272,11 @@ def _trace(variant: str, summary: ProfileSummary) -> TraceView:
 def _arguments(name: str, xla: XlaAnalysis, summary: ProfileSummary | None) -> tuple[str, bool | None]:
     """What a compiled step's arguments are, and whether XLA's argument bytes are exactly that."""
     scan = variants.get(name).call_unit == "epoch"
-    parts = (("state", "training state"), ("train_images", "training images"), ("train_targets", "one-hot targets")) \
-        if scan else (("state", "training state"), ("batch_images", "batch images"), ("batch_targets", "batch targets"))
+    parts = (
+        (("state", "training state"), ("train_images", "training images"), ("train_targets", "one-hot targets"))
+        if scan
+        else (("state", "training state"), ("batch_images", "batch images"), ("batch_targets", "batch targets"))
+    )
     if summary is None:
         return " + ".join(label for _, label in parts), None
     sizes = [summary.expected_bytes.get(key) for key, _ in parts]
@@ -281,11 +294,15 @@ def _xla_rows(art: Artefacts) -> list[XlaRow]:
         spec = variants.get(v.name)
         arguments, matches = _arguments(v.name, v.train.xla, art.profiles.get(v.name))
         scan = spec.call_unit == "epoch"
-        note = ("the state is donated: its buffers are reused for the output (alias); XLA's cost analysis"
-                " counts the scanned body once, not once per step, so its FLOPs are not the epoch's"
-                if scan else "one compiled update of a full batch; nothing donated")
-        rows.append(XlaRow(name=v.name, unit=spec.call_unit, xla=v.train.xla, arguments=arguments,
-                           matches=matches, note=note))
+        note = (
+            "the state is donated: its buffers are reused for the output (alias); XLA's cost analysis"
+            " counts the scanned body once, not once per step, so its FLOPs are not the epoch's"
+            if scan
+            else "one compiled update of a full batch; nothing donated"
+        )
+        rows.append(
+            XlaRow(name=v.name, unit=spec.call_unit, xla=v.train.xla, arguments=arguments, matches=matches, note=note)
+        )
     return rows
 
 
@@ -300,17 +317,30 @@ def memory_view(art: Artefacts, icicles: dict[tuple[str, str], str] | None = Non
         made_by = paths.PROFILE.stage(v.name)
         profile_dir = paths.PROFILE.at(v.name, art.root)
         names = [p for p in SNAPSHOTS if p in summary.points] + sorted(p for p in summary.points if p not in SNAPSHOTS)
-        shown.append(VariantMemory(
-            name=v.name, device=summary.device_kind or summary.device, backend=summary.backend,
-            peak_bytes=summary.peak_memory.bytes, peak_source=summary.peak_memory.source,
-            memory_stats=summary.memory_stats, pprof_available=summary.pprof.available,
-            install_hint=summary.pprof.install_hint,
-            snapshots=[_snapshot(n, summary.points[n], profile_dir, made_by, icicles.get((v.name, n))) for n in names],
-            trace=_trace(v.name, summary)))
+        shown.append(
+            VariantMemory(
+                name=v.name,
+                device=summary.device_kind or summary.device,
+                backend=summary.backend,
+                peak_bytes=summary.peak_memory.bytes,
+                peak_source=summary.peak_memory.source,
+                memory_stats=summary.memory_stats,
+                pprof_available=summary.pprof.available,
+                install_hint=summary.pprof.install_hint,
+                snapshots=[
+                    _snapshot(n, summary.points[n], profile_dir, made_by, icicles.get((v.name, n))) for n in names
+                ],
+                trace=_trace(v.name, summary),
+            )
+        )
     peak = max(shown, key=lambda m: m.peak_bytes, default=None)
     return MemoryView(
-        present=bool(shown), variants=shown, missing=[v.name for v in art.variants if v.name not in art.profiles],
-        xla=_xla_rows(art), peak_bytes=peak.peak_bytes if peak else None,
+        present=bool(shown),
+        variants=shown,
+        missing=[v.name for v in art.variants if v.name not in art.profiles],
+        xla=_xla_rows(art),
+        peak_bytes=peak.peak_bytes if peak else None,
         peak_source=peak.peak_source if peak else None,
         pprof_available=any(m.pprof_available for m in shown) if shown else False,
-        install_hint=shown[0].install_hint if shown else INSTALL_HINT)
+        install_hint=shown[0].install_hint if shown else INSTALL_HINT,
+    )

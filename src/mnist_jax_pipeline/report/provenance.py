@@ -21,9 +21,7 @@ GIT_TIMEOUT_S = 10
 def _git(*args: str) -> str | None:
     """Output of one git command in the current folder, or None (no git, no repository)."""
     try:
-        done = subprocess.run(
-            ["git", *args], capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=True
-        )
+        done = subprocess.run(["git", *args], capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=True)
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout
@@ -63,9 +61,7 @@ def versions() -> dict[str, str]:
 def generated_at() -> str:
     """UTC ISO date of this report; SOURCE_DATE_EPOCH pins it for reproducible builds."""
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
-    moment = (
-        datetime.fromtimestamp(int(epoch), UTC) if epoch and epoch.isdigit() else datetime.now(UTC)
-    )
+    moment = datetime.fromtimestamp(int(epoch), UTC) if epoch and epoch.isdigit() else datetime.now(UTC)
     return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 

@@ -32,8 +32,18 @@ from .provenance import collect
 
 log = logging.getLogger(__name__)
 
-DEVICE_KEYS = ("backend", "device_kind", "device_count", "devices", "jax_version", "jaxlib_version",
-               "host_cpu_count", "cpu_model", "machine", "python_version")
+DEVICE_KEYS = (
+    "backend",
+    "device_kind",
+    "device_count",
+    "devices",
+    "jax_version",
+    "jaxlib_version",
+    "host_cpu_count",
+    "cpu_model",
+    "machine",
+    "python_version",
+)
 
 
 def environment(autoescape: bool) -> Environment:
@@ -53,8 +63,12 @@ def environment(autoescape: bool) -> Environment:
 def speedups(results: tuple[VariantResults, ...]) -> dict[str, float | None]:
     """Median epoch time of the baseline variant over each variant's (None without a baseline run)."""
     base = next((v for v in results if v.name == variants.BASELINE), None)
-    return {v.name: base.train.epoch_seconds_median / v.train.epoch_seconds_median
-            if base and v.train.epoch_seconds_median > 0 else None for v in results}
+    return {
+        v.name: base.train.epoch_seconds_median / v.train.epoch_seconds_median
+        if base and v.train.epoch_seconds_median > 0
+        else None
+        for v in results
+    }
 
 
 def _variant_row(v: VariantResults, speedup: float | None) -> dict[str, Any]:
@@ -93,7 +107,10 @@ def _uri(png: bytes) -> str:
 
 
 def context(
-    art: Artefacts, params: Params, params_path: str, figures: dict[str, str],
+    art: Artefacts,
+    params: Params,
+    params_path: str,
+    figures: dict[str, str],
     icicles: dict[tuple[str, str], str] | None = None,
 ) -> dict[str, Any]:
     """Everything both templates show."""
@@ -143,8 +160,13 @@ def render(params: Params, params_path: str) -> None:
     storage.write_rows(paths.VARIANTS_HISTORY.path, rows, VariantEpoch)
     atomic.write_text(paths.REPORT_HTML.path, html)
     atomic.write_text(paths.REPORT_MD.path, summary)
-    log.info("wrote %s, %s and %d figures in %s", paths.REPORT_HTML.path, paths.REPORT_MD.path,
-             len(pngs), paths.REPORT_FIGURES.path)
+    log.info(
+        "wrote %s, %s and %d figures in %s",
+        paths.REPORT_HTML.path,
+        paths.REPORT_MD.path,
+        len(pngs),
+        paths.REPORT_FIGURES.path,
+    )
 
 
 def main(args: argparse.Namespace) -> None:
@@ -152,6 +174,7 @@ def main(args: argparse.Namespace) -> None:
     params = load(args.params)
     dropped = park(params.variants) if Path(args.params) == Path("params.yaml") else {}  # the pipeline's own run
     for variant, count in dropped.items():
-        log.info("moved %d files of variant %s, no longer in %s, to %s/%s", count, variant, args.params,
-                 PARKED, variant)
+        log.info(
+            "moved %d files of variant %s, no longer in %s, to %s/%s", count, variant, args.params, PARKED, variant
+        )
     render(params, args.params)

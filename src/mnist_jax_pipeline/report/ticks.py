@@ -25,7 +25,7 @@ ROUND, FINE = (1, 2, 5), tuple(range(1, 10))
 def _ladder(lo: float, hi: float, mantissas: tuple[int, ...]) -> list[float]:
     """m * 10**e for every mantissa m, from the decade below `lo` to the decade above `hi`."""
     decades = range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 2)
-    return [float(f"{m * 10.0 ** e:.12g}") for e in decades for m in mantissas]
+    return [float(f"{m * 10.0**e:.12g}") for e in decades for m in mantissas]
 
 
 def _roundness(tick: float) -> int:
@@ -56,14 +56,15 @@ def log_ticks(lo: float, hi: float, most: int = MOST_LABELS) -> list[float]:
     ticks = inside(ROUND)
     if len(ticks) > most:
         decades = inside((1,))
-        ticks = decades[::math.ceil(len(decades) / most)]
+        ticks = decades[:: math.ceil(len(decades) / most)]
     elif len(ticks) < 3:
         ticks = inside(FINE)
     return _thin(ticks, math.log10(hi / lo) / (2 * most))
 
 
-def log_axis(ax: Axes, which: str, values: Iterable[float], label: Callable[[float], str] = plain,
-             headroom: float = 1.0) -> list[float]:
+def log_axis(
+    ax: Axes, which: str, values: Iterable[float], label: Callable[[float], str] = plain, headroom: float = 1.0
+) -> list[float]:
     """Put `ax`'s x or y axis on a log scale fitted to the positive `values`, labelled by `label`
     (formatting.plain, formatting.seconds_tick); `headroom` widens the top (room for annotations).
     Where fewer than two labels would show, the axis is widened to the 1-2-5 ticks around the data.

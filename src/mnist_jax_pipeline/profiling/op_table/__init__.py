@@ -28,7 +28,24 @@ from .table import CONTROL_FLOW, format_table, parse
 from .timeline import SYNC_SLACK_US, TIMELINE_EVENTS, WAIT_FOR_COMPLETION, completion_times, self_times, union_length
 
 __all__ = [
-    "CONTROL_FLOW", "STEP_ANNOTATION", "SYNC_SLACK_US", "TIMELINE_EVENTS", "WAIT_FOR_COMPLETION", "Event",
-    "Instruction", "completion_times", "format_table", "hlo_ops", "instruction_flops", "load_events", "module_name",
-    "op_events", "parse", "parse_hlo", "record", "self_times", "thread_names", "union_length",
+    "CONTROL_FLOW",
+    "STEP_ANNOTATION",
+    "SYNC_SLACK_US",
+    "TIMELINE_EVENTS",
+    "WAIT_FOR_COMPLETION",
+    "Event",
+    "Instruction",
+    "completion_times",
+    "format_table",
+    "hlo_ops",
+    "instruction_flops",
+    "load_events",
+    "module_name",
+    "op_events",
+    "parse",
+    "parse_hlo",
+    "record",
+    "self_times",
+    "thread_names",
+    "union_length",
 ]

@@ -35,8 +35,10 @@ def record(call: Callable[[int], Any], calls: int, out_dir: Path, session: str, 
                     call(index)
     except jax.errors.JaxRuntimeError as err:  # the profiler's own writes (a full disk, a read-only folder)
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise PipelineError(f"{out_dir}: jax.profiler could not write the trace ({first}); check the folder's"
-                            " permissions and free space") from err
+        raise PipelineError(
+            f"{out_dir}: jax.profiler could not write the trace ({first}); check the folder's"
+            " permissions and free space"
+        ) from err
     sessions = sorted(p for p in (out_dir / "plugins" / "profile").iterdir() if p.is_dir())
     if len(sessions) != 1:
         raise PipelineError(f"{out_dir}: jax.profiler wrote {len(sessions)} sessions, expected 1")
@@ -49,9 +51,15 @@ def _fixed_names(folder: Path) -> dict[str, Path]:
     """Rename the session's trace files to paths.TRACE_FILES' names; {role: path}."""
     found: dict[str, Path] = {}
     for path in sorted(folder.iterdir()):
-        role = ("perfetto" if path.name == paths.TRACE_FILES["perfetto"] else
-                "chrome" if path.name.endswith(".trace.json.gz") else
-                "xplane" if path.name.endswith(".xplane.pb") else None)
+        role = (
+            "perfetto"
+            if path.name == paths.TRACE_FILES["perfetto"]
+            else "chrome"
+            if path.name.endswith(".trace.json.gz")
+            else "xplane"
+            if path.name.endswith(".xplane.pb")
+            else None
+        )
         if role is None:
             continue
         if role in found:
@@ -85,21 +93,30 @@ def load_events(path: str | Path, made_by: str = "profile") -> list[Event]:
     if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
         raise remake(path, "no list of trace events", made_by)
     for event in events:
-        if event.get("ph") == "X" and not (isinstance(event.get("ts"), int | float)
-                                           and isinstance(event.get("dur"), int | float)):
+        if event.get("ph") == "X" and not (
+            isinstance(event.get("ts"), int | float) and isinstance(event.get("dur"), int | float)
+        ):
             raise remake(path, f"an event without a start or duration ({event.get('name')!r})", made_by)
     return events
 
 
 def thread_names(events: Iterable[Event]) -> dict[Thread, str]:
-    return {(e.get("pid"), e.get("tid")): str(e.get("args", {}).get("name")) for e in events
-            if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    return {
+        (e.get("pid"), e.get("tid")): str(e.get("args", {}).get("name"))
+        for e in events
+        if e.get("ph") == "M" and e.get("name") == "thread_name"
+    }
 
 
 def op_events(events: Iterable[Event], module: str | None = None) -> list[Event]:
     """The XLA op events, of one HLO module (e.g. 'jit_update') or of all."""
-    return [e for e in events if e.get("ph") == "X" and "hlo_op" in e.get("args", {})
-            and (module is None or e["args"].get("hlo_module") == module)]
+    return [
+        e
+        for e in events
+        if e.get("ph") == "X"
+        and "hlo_op" in e.get("args", {})
+        and (module is None or e["args"].get("hlo_module") == module)
+    ]
 
 
 def event_thread(event: Event) -> Thread:

@@ -8,8 +8,10 @@ import math
 import re
 from dataclasses import dataclass
 
-_ARRAY = re.compile(r"^\s*(?:ROOT\s+)?%(?P<name>[^\s=]+)\s*=\s*(?P<type>\w+)\[(?P<dims>[\d,]*)\]\S*\s+"
-                    r"(?P<op>[\w-]+)\((?P<operands>[^)]*)\)(?P<attrs>.*)$")
+_ARRAY = re.compile(
+    r"^\s*(?:ROOT\s+)?%(?P<name>[^\s=]+)\s*=\s*(?P<type>\w+)\[(?P<dims>[\d,]*)\]\S*\s+"
+    r"(?P<op>[\w-]+)\((?P<operands>[^)]*)\)(?P<attrs>.*)$"
+)
 _TUPLE = re.compile(r"^\s*(?:ROOT\s+)?%(?P<name>[^\s=]+)\s*=\s*\(.*?\)\s+(?P<op>[\w-]+)\(")
 _COMPUTATION = re.compile(r"^(?:ENTRY\s+)?%(?P<name>\S+)\s*\(.*\{\s*$")
 _MODULE = re.compile(r"^HloModule\s+([^\s,]+)")
@@ -49,8 +51,7 @@ def parse_hlo(hlo: str) -> tuple[dict[str, Instruction], dict[str, list[str]]]:
         shaped = None if array else _TUPLE.match(line)  # while, call, tuple, ...: no array shape
         if array:
             dims = tuple(int(d) for d in array.group("dims").split(",") if d)
-            operands = [o.strip().lstrip("%") for o in array.group("operands").split(",")
-                        if o.strip().startswith("%")]
+            operands = [o.strip().lstrip("%") for o in array.group("operands").split(",") if o.strip().startswith("%")]
             ins = Instruction(array.group("name"), array.group("op"), dims, operands, array.group("attrs"))
         elif shaped:
             ins = Instruction(shaped.group("name"), shaped.group("op"), (), [], "", tuple_shaped=True)

@@ -24,8 +24,13 @@ def lane_names(events: list[Event], ops: list[Event]) -> dict[Thread, str]:
         if key in lanes:
             continue
         raw = names.get(key, f"thread {e.get('tid')}")
-        base = ("XLA client" if raw.startswith("tf_XLAPjRtCpuClient") else
-                "Eigen pool" if raw.startswith("tf_XLAEigen") else raw.split("/")[0])
+        base = (
+            "XLA client"
+            if raw.startswith("tf_XLAPjRtCpuClient")
+            else "Eigen pool"
+            if raw.startswith("tf_XLAEigen")
+            else raw.split("/")[0]
+        )
         if base == raw and base not in counters:
             counters[base] += 1
             lanes[key] = base
@@ -48,8 +53,7 @@ def _in_steps(ops: list[Event], windows: list[tuple[float, float]]) -> tuple[lis
     return kept, step_index
 
 
-def _step_spans(ops: list[Event], done: list[float], step_index: list[int], control: set[str]
-                ) -> tuple[float, float]:
+def _step_spans(ops: list[Event], done: list[float], step_index: list[int], control: set[str]) -> tuple[float, float]:
     """The traced step time (per step, first op start to last op completion) and the time the ops
     other than control flow were busy, each summed over the steps."""
     by_step: dict[int, list[int]] = collections.defaultdict(list)
@@ -63,8 +67,14 @@ def _step_spans(ops: list[Event], done: list[float], step_index: list[int], cont
     return step_us, busy_us
 
 
-def _rows(ops: list[Event], key: str, selfs: list[float], done: list[float],
-          described: dict[str, tuple[int, str]], step_us: float) -> list[OpRow]:
+def _rows(
+    ops: list[Event],
+    key: str,
+    selfs: list[float],
+    done: list[float],
+    described: dict[str, tuple[int, str]],
+    step_us: float,
+) -> list[OpRow]:
     """One row per op name, the largest self time first."""
     self_sum: dict[str, float] = collections.defaultdict(float)
     wall: dict[str, float] = collections.defaultdict(float)
@@ -78,9 +88,18 @@ def _rows(ops: list[Event], key: str, selfs: list[float], done: list[float],
     for name, micros in sorted(self_sum.items(), key=lambda item: (-item[1], item[0])):
         flops, what = described.get(name, (0, ""))
         rate = flops * count[name] / (wall[name] * 1e3) if flops and wall[name] > 0 else None
-        rows.append(OpRow(op=name, count=count[name], self_us=round(micros, 3),
-                          share=round(micros / step_us, 6) if step_us else 0.0, wall_us=round(wall[name], 3),
-                          flops=flops or None, gflops_per_s=None if rate is None else round(rate, 6), hlo=what))
+        rows.append(
+            OpRow(
+                op=name,
+                count=count[name],
+                self_us=round(micros, 3),
+                share=round(micros / step_us, 6) if step_us else 0.0,
+                wall_us=round(wall[name], 3),
+                flops=flops or None,
+                gflops_per_s=None if rate is None else round(rate, 6),
+                hlo=what,
+            )
+        )
     return rows
 
 
@@ -91,8 +110,13 @@ def _matmul(rows: list[OpRow]) -> MatmulTotals | None:
         return None
     work = sum((r.flops or 0) * r.count for r in products)
     walls = sum(r.wall_us for r in products)
-    return MatmulTotals(ops=len(products), flops=work, self_us=round(sum(r.self_us for r in products), 3),
-                        wall_us=round(walls, 3), gflops_per_s=round(work / walls / 1e3, 6) if walls else 0.0)
+    return MatmulTotals(
+        ops=len(products),
+        flops=work,
+        self_us=round(sum(r.self_us for r in products), 3),
+        wall_us=round(walls, 3),
+        gflops_per_s=round(work / walls / 1e3, 6) if walls else 0.0,
+    )
 
 
 def parse(events: list[Event], hlo: str | None = None) -> OpTable:
@@ -113,36 +137,52 @@ def parse(events: list[Event], hlo: str | None = None) -> OpTable:
     rows = _rows(ops, key, selfs, done, described, step_us)
     threads = collections.Counter(lanes[event_thread(e)] for e in ops)
     return OpTable(
-        module=module, grouped_by="hlo_op" if hlo else "hlo_module", steps=len(set(step_index)),
-        runs=len({e["args"].get("run_id") for e in ops}), step_us=round(step_us, 3),
-        annotated_us=round(sum(end - start for start, end in windows), 3), self_us=round(sum(selfs), 3),
-        busy_us=round(busy_us, 3), rows=rows, matmul=_matmul(rows),
-        timeline=step_timeline(ops, done, step_index, lanes, described, key), threads=dict(sorted(threads.items())))
+        module=module,
+        grouped_by="hlo_op" if hlo else "hlo_module",
+        steps=len(set(step_index)),
+        runs=len({e["args"].get("run_id") for e in ops}),
+        step_us=round(step_us, 3),
+        annotated_us=round(sum(end - start for start, end in windows), 3),
+        self_us=round(sum(selfs), 3),
+        busy_us=round(busy_us, 3),
+        rows=rows,
+        matmul=_matmul(rows),
+        timeline=step_timeline(ops, done, step_index, lanes, described, key),
+        threads=dict(sorted(threads.items())),
+    )
 
 
 def format_table(table: OpTable, top: int | None = None) -> str:
     """The table as text (the benchmark's and the stage log's view)."""
     step = table.step_us or 1.0
     what = f"module {table.module}" if table.module else "op by op (one row per executable)"
-    lines = [f"{what}: {table.steps} traced step(s), {table.runs} executable run(s); traced step time"
-             f" {step / 1e3:.3f} ms (first op start -> last op completion, per step, summed;"
-             f" annotated {table.annotated_us / 1e3:.3f} ms)",
-             f"  self-time sum {table.self_us / 1e3:.3f} ms = {100 * table.self_share:.1f}% of it;"
-             f" ops busy (asynchronous tails included) {100 * table.busy_us / step:.1f}%",
-             f"{'self ms':>9} {'share':>6} {'count':>6} {'us/call':>8} {'wall ms':>8} {'GFLOP/s':>8} {'MFLOP':>7}  op"]
+    lines = [
+        f"{what}: {table.steps} traced step(s), {table.runs} executable run(s); traced step time"
+        f" {step / 1e3:.3f} ms (first op start -> last op completion, per step, summed;"
+        f" annotated {table.annotated_us / 1e3:.3f} ms)",
+        f"  self-time sum {table.self_us / 1e3:.3f} ms = {100 * table.self_share:.1f}% of it;"
+        f" ops busy (asynchronous tails included) {100 * table.busy_us / step:.1f}%",
+        f"{'self ms':>9} {'share':>6} {'count':>6} {'us/call':>8} {'wall ms':>8} {'GFLOP/s':>8} {'MFLOP':>7}  op",
+    ]
     shown = table.rows if top is None else table.rows[:top]
     for row in shown:
         rate = f"{row.gflops_per_s:8.1f}" if row.gflops_per_s else f"{'':8}"
         mflop = f"{row.flops / 1e6:7.1f}" if row.flops else f"{'':7}"
-        lines.append(f"{row.self_us / 1e3:9.3f} {100 * row.share:5.1f}% {row.count:6d} {row.self_us / row.count:8.1f}"
-                     f" {row.wall_us / 1e3:8.3f} {rate} {mflop}  {row.op}" + (f"  {row.hlo}" if row.hlo else ""))
-    rest = table.rows[len(shown):]
+        lines.append(
+            f"{row.self_us / 1e3:9.3f} {100 * row.share:5.1f}% {row.count:6d} {row.self_us / row.count:8.1f}"
+            f" {row.wall_us / 1e3:8.3f} {rate} {mflop}  {row.op}" + (f"  {row.hlo}" if row.hlo else "")
+        )
+    rest = table.rows[len(shown) :]
     if rest:
-        lines.append(f"{sum(r.self_us for r in rest) / 1e3:9.3f} {100 * sum(r.share for r in rest):5.1f}%"
-                     f" {sum(r.count for r in rest):6d}  ({len(rest)} more ops)")
+        lines.append(
+            f"{sum(r.self_us for r in rest) / 1e3:9.3f} {100 * sum(r.share for r in rest):5.1f}%"
+            f" {sum(r.count for r in rest):6d}  ({len(rest)} more ops)"
+        )
     if table.matmul:
         m = table.matmul
-        lines.append(f"matrix products ({m.ops} ops): self {m.self_us / 1e3:.3f} ms ({100 * m.self_us / step:.1f}% of"
-                     f" the step), {m.flops / 1e9:.3f} GFLOP at {m.gflops_per_s:.1f} GFLOP/s over their wall time;"
-                     f" {m.flops / step / 1e3:.1f} GFLOP/s over the whole step")
+        lines.append(
+            f"matrix products ({m.ops} ops): self {m.self_us / 1e3:.3f} ms ({100 * m.self_us / step:.1f}% of"
+            f" the step), {m.flops / 1e9:.3f} GFLOP at {m.gflops_per_s:.1f} GFLOP/s over their wall time;"
+            f" {m.flops / step / 1e3:.1f} GFLOP/s over the whole step"
+        )
     return "\n".join(lines)

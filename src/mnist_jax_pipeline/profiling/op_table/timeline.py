@@ -147,8 +147,9 @@ def union_length(intervals: Iterable[tuple[float, float]]) -> float:
 def step_windows(events: list[Event], ops: list[Event]) -> list[tuple[float, float]]:
     """[start, end] of every traced step annotation; without annotations, one window per executable
     run (compiled code) or one over the whole trace."""
-    steps = sorted((float(e["ts"]), event_end(e)) for e in events
-                   if e.get("ph") == "X" and e.get("name") == STEP_ANNOTATION)
+    steps = sorted(
+        (float(e["ts"]), event_end(e)) for e in events if e.get("ph") == "X" and e.get("name") == STEP_ANNOTATION
+    )
     if steps or not ops:
         return steps
     runs: dict[object, list[Event]] = collections.defaultdict(list)
@@ -171,8 +172,14 @@ def is_matmul(name: str, described: dict[str, tuple[int, str]], key: str) -> boo
     return bool(described.get(name, (0, ""))[0])
 
 
-def step_timeline(ops: list[Event], done: list[float], step_index: list[int], lanes: dict[Thread, str],
-                  described: dict[str, tuple[int, str]], key: str) -> Timeline:
+def step_timeline(
+    ops: list[Event],
+    done: list[float],
+    step_index: list[int],
+    lanes: dict[Thread, str],
+    described: dict[str, tuple[int, str]],
+    key: str,
+) -> Timeline:
     """The events of the last traced step; when that step is one executable run in which ops repeat
     (a scanned epoch), one iteration in its middle: between two starts of the op that repeats most
     often and starts first."""
@@ -195,8 +202,15 @@ def step_timeline(ops: list[Event], done: list[float], step_index: list[int], la
         start, stop = marks[middle - 1], marks[middle]
         title = f"iteration {middle} of {most} in the last traced call"
         chosen = [i for i in chosen if start <= float(ops[i]["ts"]) < stop]
-    events = [TimelineEvent(lane=lanes[event_thread(ops[i])], op=op_name(ops[i], key),
-                            start_us=round(float(ops[i]["ts"]) - start, 3), end_us=round(event_end(ops[i]) - start, 3),
-                            done_us=round(done[i] - start, 3), matmul=is_matmul(op_name(ops[i], key), described, key))
-              for i in chosen[:TIMELINE_EVENTS]]
+    events = [
+        TimelineEvent(
+            lane=lanes[event_thread(ops[i])],
+            op=op_name(ops[i], key),
+            start_us=round(float(ops[i]["ts"]) - start, 3),
+            end_us=round(event_end(ops[i]) - start, 3),
+            done_us=round(done[i] - start, 3),
+            matmul=is_matmul(op_name(ops[i], key), described, key),
+        )
+        for i in chosen[:TIMELINE_EVENTS]
+    ]
     return Timeline(title=title, duration_us=round(stop - start, 3), events=events)

@@ -13,8 +13,26 @@ from conftest import ROOT
 
 def test_ruff_is_clean():
     ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
-    done = subprocess.run([ruff, "check", "src", "tests", "benchmarks"], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run(
+        [ruff, "check", "src", "tests", "benchmarks", "tools"], cwd=ROOT, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_code_is_formatted():
+    """`ruff format` for the Python, `snakefmt` for the Snakemake files: a contributor who runs either changes
+    nothing that is not theirs."""
+    tools = Path(sys.executable).parent
+    ruff = shutil.which("ruff") or str(tools / "ruff")
+    done = subprocess.run(
+        [ruff, "format", "--check", "src", "tests", "benchmarks", "tools"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 0, f"run ruff format src tests benchmarks tools:\n{done.stdout}{done.stderr}"
+    snakefmt = shutil.which("snakefmt") or str(tools / "snakefmt")
+    done = subprocess.run(
+        [snakefmt, "--check", "Snakefile", "workflow/rules"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 0, f"run snakefmt Snakefile workflow/rules:\n{done.stdout}{done.stderr}"
 
 
 @pytest.mark.slow

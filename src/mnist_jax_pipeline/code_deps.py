@@ -35,8 +35,11 @@ CACHE_ENV = "MNIST_PIPELINE_CACHE"  # the import cache's file (ImportCache); emp
 def module_file(module: str, root: Path = CODE_ROOT) -> Path | None:
     """The source file of a package module ('mnist_jax_pipeline.report.render'), or None."""
     parts = module.split(".")[1:]
-    candidates = [root.joinpath(*parts).with_suffix(".py"), root.joinpath(*parts, "__init__.py")]
-    return next((p for p in candidates if parts and p.is_file()), root / "__init__.py" if not parts else None)
+    if not parts:
+        return root / "__init__.py"
+    base = os.path.join(root, *parts)  # os.path, not pathlib: a check asks this a thousand times
+    found = next((f for f in (base + ".py", os.path.join(base, "__init__.py")) if os.path.isfile(f)), None)
+    return Path(found) if found else None
 
 
 def _named_imports(module: str, is_package: bool, source: bytes, where: Path) -> list[str]:
@@ -74,6 +77,7 @@ class ImportCache:
         self.added = False
         self.last_key = ""  # the key of the file named_imports read last
         self.setting: str | None = None  # MNIST_PIPELINE_CACHE when it was loaded
+        self._read: dict[tuple[str, int, int, int, int, str, bool], str] = {}  # a file read in this process: its key
         if file is not None:
             with contextlib.suppress(OSError, ValueError):
                 data = json.loads(file.read_bytes())
@@ -81,8 +85,14 @@ class ImportCache:
                     self.entries = data["entries"]
 
     def named_imports(self, module: str, is_package: bool, path: Path) -> list[str]:
+        stat = os.stat(path)  # each file read and hashed once per process, as artefacts.provenance.Hashes does
+        seen = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, module, is_package)
+        if seen in self._read:
+            self.last_key = self._read[seen]
+            return self.entries[self.last_key]
         source = path.read_bytes()
         key = self.last_key = f"{hashlib.sha256(source).hexdigest()} {module} {int(is_package)}"
+        self._read[seen] = key
         if key not in self.entries:
             self.entries[key] = _named_imports(module, is_package, source, path)
             self.added = True

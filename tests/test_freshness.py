@@ -112,3 +112,14 @@ def test_a_prefetched_digest_is_the_files_digest_and_an_in_place_rewrite_is_seen
     target.write_bytes(os.urandom(1000))  # same size; same times put back: a new process must still see it
     os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
     assert Hashes().tree([target])[target.as_posix()] == file_sha256(target)
+
+
+def test_a_large_file_is_hashed_through_a_map_to_the_same_digest(tmp_path):
+    import hashlib
+
+    from mnist_jax_pipeline.artefacts.provenance import MAPPED, file_sha256
+
+    for size in (0, 1, MAPPED - 1, MAPPED, MAPPED + 7, 3 * MAPPED):
+        path = tmp_path / f"f{size}"
+        path.write_bytes(os.urandom(size))
+        assert file_sha256(path) == hashlib.sha256(path.read_bytes()).hexdigest(), size

@@ -193,9 +193,11 @@ def stage_commands(ws: Path, skip: tuple[str, ...] = ()) -> list[tuple[str, str]
 
 
 def bare_workflows(parent: Path) -> Path:
-    """A one-rule Snakefile and a one-stage dvc.yaml, already run: what either tool costs by itself."""
+    """A one-rule Snakefile and a one-stage dvc.yaml, already run: what either tool costs by itself, with the
+    project's Snakemake profile (its settings and console), as the pipeline runs."""
     ws = parent / "bare"
     ws.mkdir()
+    shutil.copytree(ROOT / "profiles", ws / "profiles")
     (ws / "input.txt").write_text("x\n")
     (ws / "Snakefile").write_text(
         'rule copy:\n    input: "input.txt"\n    output: "copy.txt"\n    shell: "cat {input} > {output}"\n'

@@ -156,8 +156,8 @@ def add_weight_decay(ws: Path) -> set[str]:
     )
     edit(
         ws / "tests/test_params_property.py",
-        '        "train.label_smoothing": "0.0",\n',
-        '        "train.label_smoothing": "0.0", "train.weight_decay": "0.0",\n',
+        '    "train.label_smoothing": "0.0",\n',
+        '    "train.label_smoothing": "0.0",\n    "train.weight_decay": "0.0",\n',
     )
     return {
         "params.yaml",

@@ -238,4 +238,6 @@ def test_bench_pipeline_from_a_tiny_data_raw(tmp_path: Path):
             assert 0 <= found["max_checks_s"] <= found["checks_s"]
     assert set(report["noop"]) == {"snakemake_pipeline", "snakemake_one_rule", "dvc_pipeline", "dvc_one_stage"}
     assert all(finite(v["wall_s"]) and finite(v["cpu_s"]) and v["cpu_s"] > 0 for v in report["noop"].values())
-    assert finite(report["noop_extra_cpu_s_snakemake"]) and finite(report["noop_extra_cpu_s_dvc"])
+    # the pipeline's extra CPU over the bare workflow: on tiny data within the noise, so of either sign
+    assert finite(report["noop_extra_cpu_s_snakemake"], positive=False)
+    assert finite(report["noop_extra_cpu_s_dvc"], positive=False)

@@ -22,6 +22,7 @@ import pytest
 
 from conftest import ROOT, write_raw
 from pythons import find_python, make_venv
+from workspace import copy_checkout
 
 # the GPU image's packages that the stages, the benchmarks and the tests use (its jax: CPU build here)
 IMAGE_PACKAGES = [
@@ -68,21 +69,7 @@ OUT_FILES = {
 
 def copy_working_tree(dest: Path) -> Path:
     """What a device call carries of the checkout: tracked files and untracked ones git does not ignore."""
-    listed = (
-        subprocess.run(
-            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-            cwd=ROOT,
-            capture_output=True,
-            check=True,
-        )
-        .stdout.decode()
-        .split("\0")
-    )
-    for name in filter(None, listed):
-        if (ROOT / name).is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, dest / name)
-    return dest
+    return copy_checkout(dest, ROOT)
 
 
 @pytest.fixture(scope="module")

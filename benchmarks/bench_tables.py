@@ -36,6 +36,7 @@ from typing import Any
 import pandas as pd
 
 from mnist_jax_pipeline.artefacts.training import EpochRecord
+from mnist_jax_pipeline.comparison.compare import COLUMNS
 from mnist_jax_pipeline.runtime import cpu_model
 
 PY = sys.executable
@@ -144,15 +145,7 @@ def sweep_runs(points: int) -> tuple[list[dict[str, Any]], list[str]]:
 
 def results_by_hand(runs: list[dict[str, Any]], keys: list[str]) -> str:
     rows = sorted(runs, key=lambda r: (-r["test_accuracy"], r["total_train_seconds"]))
-    columns = [
-        "name",
-        "test_accuracy",
-        "test_loss",
-        "total_train_seconds",
-        "epoch_seconds_median",
-        "compile_seconds",
-        "epochs",
-    ]
+    columns = list(COLUMNS)  # results.csv's columns, as the hand-written writer had them
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=[*columns, *keys], lineterminator="\n")
     writer.writeheader()

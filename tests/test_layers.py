@@ -21,7 +21,8 @@ SRC = Path(__file__).resolve().parents[1] / "src" / PACKAGE
 PLUGIN = "snakemake_logger_plugin_mnist_pipeline"
 PLUGIN_SRC = SRC.parent / PLUGIN
 
-# Lowest first. A unit is a top-level module or subpackage of the package.
+# Lowest first. A unit is a top-level module or subpackage of the package, or a subpackage's member
+# where LAYERS names it (dotted): the longest name in LAYERS that a module's name starts with.
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("foundation", frozenset({"errors", "paths", "variants", "runtime", "console", "dataset_facts", "text_files"})),
     ("config", frozenset({"config"})),
@@ -70,7 +71,14 @@ def modules() -> list[tuple[str, Path]]:
 
 
 def unit_of(dotted: str) -> str:
-    return dotted.split(".")[0]
+    parts = dotted.split(".")
+    for end in range(len(parts), 1, -1):
+        if ".".join(parts[:end]) in LEVEL:
+            return ".".join(parts[:end])
+    return parts[0]
+
+
+MODULES = {name for name, _ in modules()}
 
 
 def imported(module: str, path: Path, text: str, relative: bool = True) -> list[tuple[int, str]]:
@@ -97,8 +105,11 @@ def imported(module: str, path: Path, text: str, relative: bool = True) -> list[
             else:
                 continue
             target = [t for t in target if t]
-            if target:
-                found.append((node.lineno, ".".join(target)))
+            if target:  # `from .pkg import module` imports the module
+                dotted = ".".join(target)
+                members = [f"{dotted}.{alias.name}" for alias in node.names if f"{dotted}.{alias.name}" in MODULES]
+                rest = [dotted] if len(members) < len(node.names) else []
+                found.extend((node.lineno, name) for name in members + rest)
             else:  # `from . import a, b` at the package's top: each name is a unit
                 found.extend((node.lineno, alias.name) for alias in node.names)
     return found

@@ -37,7 +37,7 @@ from typing import Any
 import yaml
 
 from mnist_jax_pipeline.artefacts.storage import write_json
-from mnist_jax_pipeline.runtime import cpu_model
+from mnist_jax_pipeline.foundation.runtime import cpu_model
 
 # the docstring's first line, kept where python -OO drops docstrings
 DESCRIPTION = "Pipeline-level figures: what orchestration and the checks cost beside the stages' own work."

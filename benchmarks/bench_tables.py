@@ -37,7 +37,7 @@ import pandas as pd
 
 from mnist_jax_pipeline.artefacts.training import EpochRecord
 from mnist_jax_pipeline.comparison.compare import COLUMNS
-from mnist_jax_pipeline.runtime import cpu_model
+from mnist_jax_pipeline.foundation.runtime import cpu_model
 
 PY = sys.executable
 

@@ -20,12 +20,13 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, write_params
-from mnist_jax_pipeline import loops, paths, train, variants
+from mnist_jax_pipeline import loops, train
 from mnist_jax_pipeline.artefacts import training
 from mnist_jax_pipeline.artefacts.model_file import load_model
 from mnist_jax_pipeline.artefacts.profile_summary import read_summary
+from mnist_jax_pipeline.foundation import paths, variants
+from mnist_jax_pipeline.foundation.runtime import MATMUL_PRECISION, set_numerics
 from mnist_jax_pipeline.profiling import stage as profile
-from mnist_jax_pipeline.runtime import MATMUL_PRECISION, set_numerics
 
 pytestmark = pytest.mark.accelerator
 ACCELERATORS = ("gpu", "tpu")
@@ -69,7 +70,7 @@ TRAIN_ONCE = """
 import sys
 from argparse import Namespace
 from mnist_jax_pipeline import train
-from mnist_jax_pipeline.runtime import set_numerics
+from mnist_jax_pipeline.foundation.runtime import set_numerics
 set_numerics()
 train.main(Namespace(params=sys.argv[1], variant=sys.argv[2], processed=sys.argv[3], root=sys.argv[4]))
 """
@@ -130,7 +131,7 @@ from conftest import write_raw, tiny_params_dict, write_params
 from mnist_jax_pipeline.config import load
 from mnist_jax_pipeline.data.preprocess import preprocess
 from mnist_jax_pipeline import train
-from mnist_jax_pipeline.runtime import set_numerics
+from mnist_jax_pipeline.foundation.runtime import set_numerics
 set_numerics()
 out = Path(sys.argv[1])
 write_raw(out / "raw")

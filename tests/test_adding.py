@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, write_raw
-from mnist_jax_pipeline import generate, paths, stages
+from mnist_jax_pipeline import generate, stages
+from mnist_jax_pipeline.foundation import paths
 from workspace import WOULD_RUN, copy_workspace, dvc_ran, dvc_stale, make_workspace, set_params, sh
 
 pytestmark = pytest.mark.slow

@@ -11,8 +11,8 @@ import subprocess
 import pytest
 
 from conftest import ROOT, mirror_dir
-from mnist_jax_pipeline import paths
-from mnist_jax_pipeline.runtime import cpu_model
+from mnist_jax_pipeline.foundation import paths
+from mnist_jax_pipeline.foundation.runtime import cpu_model
 from workspace import make_workspace, sh
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_data]

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from conftest import ROOT, tiny_params_dict, write_params, write_raw
-from mnist_jax_pipeline import stages, variants
+from mnist_jax_pipeline import stages
+from mnist_jax_pipeline.foundation import variants
 
 
 def bench(

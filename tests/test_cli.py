@@ -9,7 +9,7 @@ import pytest
 from conftest import ROOT
 from mnist_jax_pipeline.artefacts import storage
 from mnist_jax_pipeline.cli import main
-from mnist_jax_pipeline.errors import PipelineError
+from mnist_jax_pipeline.foundation.errors import PipelineError
 
 
 def write_params(tmp_path, text_change):
@@ -95,7 +95,7 @@ def test_a_backend_plugin_that_cannot_start_is_one_warning_line():
     import io
     import logging
 
-    from mnist_jax_pipeline.console import quiet_backend_fallback
+    from mnist_jax_pipeline.foundation.console import quiet_backend_fallback
 
     quiet_backend_fallback()
     quiet_backend_fallback()  # once is enough, twice changes nothing

@@ -5,7 +5,7 @@ import pytest
 
 from conftest import ROOT, base_params
 from mnist_jax_pipeline.config import load, schema, validate
-from mnist_jax_pipeline.errors import PipelineError
+from mnist_jax_pipeline.foundation.errors import PipelineError
 
 
 def with_change(path: str, value):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from snakemake_interface_logger_plugins.common import LogEvent
 
-from mnist_jax_pipeline import console
+from mnist_jax_pipeline.foundation import console
 from snakemake_logger_plugin_mnist_pipeline.lines import Console, one_line_error, record_label, rule_label, why
 
 

@@ -15,9 +15,10 @@ import numpy as np
 import optax
 import pytest
 
-from mnist_jax_pipeline import loops, train, variants
+from mnist_jax_pipeline import loops, train
 from mnist_jax_pipeline.config import Params, TrainConfig
-from mnist_jax_pipeline.dataset_facts import NUM_CLASSES
+from mnist_jax_pipeline.foundation import variants
+from mnist_jax_pipeline.foundation.dataset_facts import NUM_CLASSES
 from mnist_jax_pipeline.loops.base import LoopInputs, TrainState, batch_bounds, make_update
 from mnist_jax_pipeline.model import one_hot
 

@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, adopt, run_stages, tiny_params_dict, without_root_powers, write_params, write_raw
-from mnist_jax_pipeline import paths, sweeps
+from mnist_jax_pipeline import sweeps
 from mnist_jax_pipeline.artefacts import atomic
 from mnist_jax_pipeline.cli import main
 from mnist_jax_pipeline.config import MAX_FILE_BYTES, read_yaml, validate
-from mnist_jax_pipeline.errors import PipelineError
+from mnist_jax_pipeline.foundation import paths
+from mnist_jax_pipeline.foundation.errors import PipelineError
 
 BIN = Path(sys.executable).parent
 

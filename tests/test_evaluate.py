@@ -3,12 +3,12 @@ import json
 import numpy as np
 import pytest
 
-from mnist_jax_pipeline import paths
 from mnist_jax_pipeline.artefacts import evaluation, storage
 from mnist_jax_pipeline.artefacts.evaluation import ClassScores, ConfusionRow
 from mnist_jax_pipeline.artefacts.model_file import ModelMetadata, save_model
-from mnist_jax_pipeline.errors import PipelineError
 from mnist_jax_pipeline.evaluate import confusion_matrix, evaluate, per_class
+from mnist_jax_pipeline.foundation import paths
+from mnist_jax_pipeline.foundation.errors import PipelineError
 from mnist_jax_pipeline.model import init_params
 
 

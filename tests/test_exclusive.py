@@ -10,13 +10,13 @@ import time
 from pathlib import Path
 
 from conftest import ROOT
-from mnist_jax_pipeline import runtime
+from mnist_jax_pipeline.foundation import runtime
 
 WAITER = """
 import sys
 from mnist_jax_pipeline import console
-from mnist_jax_pipeline.errors import PipelineError
-from mnist_jax_pipeline.runtime import exclusive
+from mnist_jax_pipeline.foundation.errors import PipelineError
+from mnist_jax_pipeline.foundation.runtime import exclusive
 console.configure("train@jit")
 try:
     with exclusive("train@jit"):

@@ -16,9 +16,10 @@ import optax
 import pytest
 
 from conftest import ROOT, write_params
-from mnist_jax_pipeline import loops, paths, train, variants
+from mnist_jax_pipeline import loops, train
 from mnist_jax_pipeline.artefacts import training
 from mnist_jax_pipeline.artefacts.model_file import load_model
+from mnist_jax_pipeline.foundation import paths, variants
 from mnist_jax_pipeline.loops.base import TrainingLoop, make_optimizer, onecycle_schedule
 
 # Same bound as jit vs nojit (tests/test_train.py): the scan reorders no arithmetic, XLA only

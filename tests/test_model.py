@@ -7,7 +7,7 @@ import pytest
 
 from mnist_jax_pipeline.artefacts.model_file import ModelMetadata, layer_sizes_of, load_model, save_model
 from mnist_jax_pipeline.config import parameter_count
-from mnist_jax_pipeline.errors import PipelineError
+from mnist_jax_pipeline.foundation.errors import PipelineError
 from mnist_jax_pipeline.loops.base import loop_inputs
 from mnist_jax_pipeline.model import (
     batched_predict,

@@ -25,8 +25,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import adopt, write_raw
-from mnist_jax_pipeline import variants
 from mnist_jax_pipeline.cli import main
+from mnist_jax_pipeline.foundation import variants
 
 SEEDS = ["0", "7", "4294967295", "4294967296", "-1", "99999999999999999999", "1.0", "0x10", "'3'", "true"]
 INTS = [

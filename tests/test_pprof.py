@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import pytest
 
 from conftest import unavailable
-from mnist_jax_pipeline.errors import PipelineError
+from mnist_jax_pipeline.foundation.errors import PipelineError
 from mnist_jax_pipeline.profiling import pprof
 
 

@@ -3,7 +3,7 @@ import pytest
 
 from mnist_jax_pipeline.artefacts.dataset import load_split, read_manifest
 from mnist_jax_pipeline.data.preprocess import deskew, preprocess, split_indices
-from mnist_jax_pipeline.errors import PipelineError
+from mnist_jax_pipeline.foundation.errors import PipelineError
 
 
 def test_defaults_reproduce_the_tutorial_input(tiny_raw, make_params):

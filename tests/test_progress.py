@@ -8,8 +8,9 @@ import os
 
 import pytest
 
-from mnist_jax_pipeline import console, progress
-from mnist_jax_pipeline.errors import PipelineError
+from mnist_jax_pipeline import progress
+from mnist_jax_pipeline.foundation import console
+from mnist_jax_pipeline.foundation.errors import PipelineError
 from mnist_jax_pipeline.progress import EpochProgress
 
 

@@ -15,17 +15,17 @@ import pytest
 from markupsafe import escape
 
 from conftest import FAKE_SVG, TINY_VARIANTS, tiny_params_dict, write_params
-from mnist_jax_pipeline import paths
 from mnist_jax_pipeline.artefacts import evaluation, storage, training
 from mnist_jax_pipeline.artefacts.profile_summary import read_summary
 from mnist_jax_pipeline.artefacts.training import VariantEpoch
 from mnist_jax_pipeline.config import load
-from mnist_jax_pipeline.errors import PipelineError
+from mnist_jax_pipeline.foundation import paths
+from mnist_jax_pipeline.foundation.errors import PipelineError
+from mnist_jax_pipeline.foundation.variants import get
 from mnist_jax_pipeline.report import provenance
 from mnist_jax_pipeline.report.formatting import ratio, seconds, size
 from mnist_jax_pipeline.report.memory import clean_svg
 from mnist_jax_pipeline.report.render import render
-from mnist_jax_pipeline.variants import get
 
 SECTIONS = ("dataset", "training", "timing", "trace", "evaluation", "memory", "provenance")
 EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*["']?\s*(?!data:|#)[a-z]+:|url\(\s*["']?\s*(?!data:|#)""", re.I)

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
-from mnist_jax_pipeline import loops, variants
+from mnist_jax_pipeline import loops
+from mnist_jax_pipeline.foundation import variants
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import bench_time_to_accuracy as tta  # noqa: E402

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import without_root_powers, write_raw
-from mnist_jax_pipeline import paths
+from mnist_jax_pipeline.foundation import paths
 from workspace import copy_workspace, env, make_workspace, set_params
 
 pytestmark = pytest.mark.slow

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from conftest import write_raw
-from mnist_jax_pipeline import paths
-from mnist_jax_pipeline.errors import PipelineError
+from mnist_jax_pipeline.foundation import paths
+from mnist_jax_pipeline.foundation.errors import PipelineError
 from mnist_jax_pipeline.sweeps import dvc_commands, load, point_name
 from workspace import make_workspace, planned_rules, sh
 

@@ -5,11 +5,12 @@ import numpy as np
 import pytest
 
 from conftest import write_params
-from mnist_jax_pipeline import paths, train
+from mnist_jax_pipeline import train
 from mnist_jax_pipeline.artefacts import atomic, training
 from mnist_jax_pipeline.artefacts.model_file import load_model
 from mnist_jax_pipeline.config import Params
-from mnist_jax_pipeline.errors import PipelineError
+from mnist_jax_pipeline.foundation import paths
+from mnist_jax_pipeline.foundation.errors import PipelineError
 from mnist_jax_pipeline.loops.base import batch_bounds
 
 # Largest |jit - nojit| difference of any final parameter after 3 epochs on the tiny data

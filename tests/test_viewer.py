@@ -18,8 +18,8 @@ import psutil
 import pytest
 
 from conftest import tiny_params_dict, write_params
-from mnist_jax_pipeline import paths
 from mnist_jax_pipeline.artefacts.provenance import Hashes
+from mnist_jax_pipeline.foundation import paths
 
 LOOPBACK = {"127.0.0.1", "::1"}
 

@@ -11,8 +11,8 @@ import subprocess
 import pytest
 
 from conftest import write_raw
-from mnist_jax_pipeline import paths
 from mnist_jax_pipeline.comparison import compare, experiments
+from mnist_jax_pipeline.foundation import paths
 from workspace import env, make_workspace, sh
 
 WIDTH = 120

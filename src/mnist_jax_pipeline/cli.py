@@ -25,12 +25,12 @@ from collections.abc import Iterator, Sequence
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
-from . import console, paths
 from .artefacts import atomic
 from .artefacts.atomic import discard_temps
 from .commands import COMMANDS
-from .errors import PipelineError, clip
-from .runtime import set_numerics
+from .foundation import console, paths
+from .foundation.errors import PipelineError, clip
+from .foundation.runtime import set_numerics
 
 if TYPE_CHECKING:
     from .freshness import StageChecks

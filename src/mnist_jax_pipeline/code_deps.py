@@ -24,7 +24,7 @@ from pathlib import Path
 import platformdirs
 
 from .commands import COMMANDS
-from .runtime import RUNTIME_LOCK
+from .foundation.runtime import RUNTIME_LOCK
 from .stages import Stage
 
 PACKAGE = __package__

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 
-from . import paths, variants
+from .foundation import paths, variants
 
 
 @dataclass(frozen=True)

@@ -7,16 +7,16 @@ import logging
 
 import numpy as np
 
-from . import paths
 from .artefacts import storage
 from .artefacts.dataset import load_split
 from .artefacts.evaluation import ClassScores, ConfusionRow, EvalDetails, EvalMetrics
 from .artefacts.model_file import load_model
 from .config import load
-from .dataset_facts import NUM_CLASSES
-from .errors import PipelineError
+from .foundation import paths
+from .foundation.dataset_facts import NUM_CLASSES
+from .foundation.errors import PipelineError
+from .foundation.runtime import exclusive
 from .model import predict_classes
-from .runtime import exclusive
 
 log = logging.getLogger(__name__)
 

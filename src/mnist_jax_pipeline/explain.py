@@ -18,11 +18,12 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from . import code_deps, console, paths, stages, variants
+from . import code_deps, stages
 from .artefacts.provenance import Run, Stamp
 from .commands import COMMANDS
 from .config import load
-from .errors import PipelineError
+from .foundation import console, paths, variants
+from .foundation.errors import PipelineError
 from .freshness import Checker, Job
 
 POINT_STAGES = ("train", "evaluate")  # what a sweep point runs (workflow/rules/common.smk)

@@ -26,12 +26,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from . import code_deps, paths, stages
+from . import code_deps, stages
 from .artefacts import atomic, storage
 from .artefacts.provenance import Hashes, Run, Stamp
 from .config import Params, load
-from .errors import PipelineError
-from .runtime import package_version
+from .foundation import paths
+from .foundation.errors import PipelineError
+from .foundation.runtime import package_version
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 SHARED = ("download", "preprocess")  # stages whose outputs sweep points share, under the project root

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import yaml
 
-from . import paths
 from .code_deps import CODE_ROOT, code_files
 from .config import schema
-from .errors import PipelineError
+from .foundation import paths
+from .foundation.errors import PipelineError
 from .stages import STAGES, Stage
 
 DVC_YAML = Path("dvc.yaml")

@@ -19,7 +19,7 @@ from typing import Any
 
 from .artefacts import atomic
 from .config import parse_yaml, read_yaml, validate, yaml_text
-from .errors import PipelineError, clip
+from .foundation.errors import PipelineError, clip
 
 FOLDER = Path("presets")
 Key = tuple[str, ...]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from . import paths
+from .foundation import paths
 from .stages import STAGES, Stage, get
 
 

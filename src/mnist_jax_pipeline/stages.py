@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import paths
 from .config import Params
+from .foundation import paths
 
 ALL_PARAMS = tuple(Params.model_fields)  # the params.yaml sections
 

@@ -20,17 +20,18 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from . import console, loops, paths, variants
+from . import loops
 from .artefacts import atomic, storage
 from .artefacts.dataset import load_split
 from .artefacts.model_file import ModelMetadata, save_model
 from .artefacts.training import EpochRecord, RunInfo, TrainMetrics, XlaAnalysis
 from .config import Params, load
-from .errors import PipelineError
+from .foundation import console, paths, variants
+from .foundation.errors import PipelineError
+from .foundation.runtime import device_info, exclusive, peak_rss_bytes
 from .loops.base import LoopInputs, TrainState, loop_inputs, make_optimizer, steps_per_epoch
 from .model import init_params, loss_and_accuracy
 from .progress import EpochProgress
-from .runtime import device_info, exclusive, peak_rss_bytes
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from typing import Any
 from platformdirs import user_cache_dir
 from snakemake_interface_logger_plugins.common import LogEvent
 
-from mnist_jax_pipeline.console import job_label
+from mnist_jax_pipeline.foundation.console import job_label
 
 AGGREGATES = {"all", "sweeps"}  # rules that only gather other jobs' outputs
 SHOWN = 4  # upstream jobs named in a reason

@@ -45,19 +45,16 @@ def stopped_before_start():
 
 from mnist_jax_pipeline import (
     code_deps,
-    console,
     dvc_lock,
     freshness,
-    paths,
-    runtime,
     snakemake_paths,
     stages,
     sweeps,
-    variants,
 )
+from mnist_jax_pipeline.foundation import console, paths, runtime, variants
 from mnist_jax_pipeline.artefacts import atomic
 from mnist_jax_pipeline.config import load, validate
-from mnist_jax_pipeline.errors import PipelineError
+from mnist_jax_pipeline.foundation.errors import PipelineError
 
 if config:  # every stage reads params.yaml itself, so an override would be silently ignored
     sys.exit(
@@ -193,7 +190,7 @@ CACHE = "omit-software" if workflow.workflow_settings.cache is not None else Fal
 
 def logged(command):
     """A job's shell command: what it prints goes to the console and to its log, and its details (the
-    profile's op table) to its log only (MNIST_PIPELINE_LOG, src/mnist_jax_pipeline/console.py). tee ignores
+    profile's op table) to its log only (MNIST_PIPELINE_LOG, src/mnist_jax_pipeline/foundation/console.py). tee ignores
     the stop signals, which reach the whole process group, so the stage's own line on stopping reaches both;
     it appends, to the file Snakemake removed before the job and the stage appends its details to."""
     return (

@@ -19,8 +19,8 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from .. import paths
-from ..errors import PipelineError
+from ..foundation import paths
+from ..foundation.errors import PipelineError
 
 TMP_PREFIX = ".tmp-"
 _AT_FDCWD = -100

@@ -8,9 +8,9 @@ from typing import Annotated
 import numpy as np
 from pydantic import Field
 
-from .. import paths
-from ..dataset_facts import IMAGE_PIXELS, NUM_CLASSES
-from ..errors import remake
+from ..foundation import paths
+from ..foundation.dataset_facts import IMAGE_PIXELS, NUM_CLASSES
+from ..foundation.errors import remake
 from . import storage
 from .record import Record
 

@@ -17,7 +17,7 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
-from .. import paths, variants
+from ..foundation import paths, variants
 
 PARKED = Path(".dropped-variants")
 

@@ -7,9 +7,9 @@ from typing import Annotated
 
 from pydantic import Field
 
-from .. import paths
-from ..dataset_facts import NUM_CLASSES
-from ..errors import remake
+from ..foundation import paths
+from ..foundation.dataset_facts import NUM_CLASSES
+from ..foundation.errors import remake
 from . import storage
 from .record import Record
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 from pydantic import ValidationError
 
-from ..dataset_facts import IMAGE_PIXELS, NUM_CLASSES
-from ..errors import PipelineError, missing, remake
+from ..foundation.dataset_facts import IMAGE_PIXELS, NUM_CLASSES
+from ..foundation.errors import PipelineError, missing, remake
 from . import atomic
 from .record import Record
 

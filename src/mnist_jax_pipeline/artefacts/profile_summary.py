@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from .. import paths
-from ..errors import PipelineError
+from ..foundation import paths
+from ..foundation.errors import PipelineError
 from . import storage
 from .record import Record
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from pydantic import Field
 
-from .. import paths
-from ..errors import remake
+from ..foundation import paths
+from ..foundation.errors import remake
 from . import storage
 from .record import Record
 

@@ -24,12 +24,13 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 from pydantic import ValidationError
 
-from .. import paths, sweeps
+from .. import sweeps
 from ..artefacts import atomic, evaluation, training
 from ..artefacts.evaluation import EvalHeadline
 from ..artefacts.training import EpochRecord, TrainHeadline
 from ..config import load
-from ..errors import PipelineError
+from ..foundation import paths
+from ..foundation.errors import PipelineError
 from ..report.figures import STYLE, png_bytes, variant_color
 from ..report.provenance import generated_at
 from ..report.render import environment

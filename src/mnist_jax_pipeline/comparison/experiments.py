@@ -18,11 +18,11 @@ from typing import Any
 import pandas as pd
 from pydantic import ValidationError
 
-from .. import paths
 from ..artefacts.evaluation import EvalHeadline
 from ..artefacts.training import TrainHeadline
 from ..config import DEFAULT_PARAMS, load
-from ..errors import PipelineError
+from ..foundation import paths
+from ..foundation.errors import PipelineError
 
 WORKSPACE = "workspace"
 

@@ -37,9 +37,10 @@ from rocrate.model import ComputerLanguage, ContextEntity, Entity
 from rocrate.model.computerlanguage import get_lang
 from rocrate.rocrate import ROCrate
 
-from .. import commands, paths, stages
+from .. import commands, stages
 from ..artefacts.provenance import Hashes
 from ..artefacts.training import RunInfo
+from ..foundation import paths
 from .records import RecordedJob
 
 RO_CRATE_VERSION = "1.1"

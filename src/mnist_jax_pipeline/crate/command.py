@@ -10,7 +10,7 @@ from typing import Any
 
 from ..artefacts import atomic
 from ..artefacts.provenance import Hashes
-from ..errors import PipelineError
+from ..foundation.errors import PipelineError
 from . import build, records
 
 METADATA = "ro-crate-metadata.json"

@@ -7,9 +7,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from .. import paths, stages, sweeps
+from .. import stages, sweeps
 from ..artefacts.provenance import Hashes, Stamp
-from ..errors import PipelineError
+from ..foundation import paths
+from ..foundation.errors import PipelineError
 
 NO_RECORDS = (
     f"{paths.PROVENANCE}/: no provenance records; run the pipeline first (snakemake --cores all, or"

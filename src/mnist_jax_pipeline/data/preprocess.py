@@ -17,12 +17,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import paths
 from ..artefacts import atomic, storage
 from ..artefacts.dataset import PixelStats, SplitStats, Stats, load_raw_split, read_manifest
 from ..config import PreprocessConfig, load, split_sizes
-from ..dataset_facts import NUM_CLASSES
-from ..errors import PipelineError
+from ..foundation import paths
+from ..foundation.dataset_facts import NUM_CLASSES
+from ..foundation.errors import PipelineError
 
 FORMAT = "npy float32 images, int32 labels; np.load(path, allow_pickle=False)"
 SIDE = 28  # MNIST's images are SIDE x SIDE

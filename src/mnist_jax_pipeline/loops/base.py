@@ -19,7 +19,7 @@ from jax.typing import ArrayLike
 
 from ..artefacts.training import XlaAnalysis
 from ..config import Params, TrainConfig
-from ..dataset_facts import NUM_CLASSES
+from ..foundation.dataset_facts import NUM_CLASSES
 from ..model import MLPParams, loss, one_hot
 
 

@@ -19,7 +19,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from ..artefacts.training import XlaAnalysis
-from ..variants import Variant
+from ..foundation.variants import Variant
 from .base import LoopInputs, TrainState, epoch_permutation, xla_analysis
 
 

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from ..artefacts.training import XlaAnalysis
-from ..variants import Variant
+from ..foundation.variants import Variant
 from .base import LoopInputs, TrainState, Update, batch_bounds, epoch_order, xla_analysis
 
 

@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..artefacts.dataset import Manifest
-from ..paths import PIPELINE_WRITES
-from ..runtime import package_version, runtime_lock_sha256
+from ..foundation.paths import PIPELINE_WRITES
+from ..foundation.runtime import package_version, runtime_lock_sha256
 
 UNKNOWN = "unknown"
 PACKAGES = ("jax", "jaxlib", "tensorflow-datasets", "dvc", "snakemake", "numpy", "matplotlib")

@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_time_to_accuracy as tta  # noqa: E402
 
 from mnist_jax_pipeline.artefacts.storage import write_json  # noqa: E402
-from mnist_jax_pipeline.foundation.runtime import device_info
-from mnist_jax_pipeline.loops.base import steps_per_epoch  # noqa: E402
+from mnist_jax_pipeline.foundation.runtime import device_info  # noqa: E402
+from mnist_jax_pipeline.mlp.loops.base import steps_per_epoch  # noqa: E402
 
 # the docstring's first line, as a constant: python -OO drops docstrings
 DESCRIPTION = (

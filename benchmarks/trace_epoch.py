@@ -19,7 +19,7 @@ import jax
 import numpy as np
 from bench_train import bench_params
 
-from mnist_jax_pipeline.loops import ScanLoop
+from mnist_jax_pipeline.mlp.loops import ScanLoop
 from mnist_jax_pipeline.profiling import op_table
 from mnist_jax_pipeline.train import initial_state, loop_inputs
 

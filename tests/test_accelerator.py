@@ -20,12 +20,13 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, write_params
-from mnist_jax_pipeline import loops, train
+from mnist_jax_pipeline import train
 from mnist_jax_pipeline.artefacts import training
 from mnist_jax_pipeline.artefacts.model_file import load_model
 from mnist_jax_pipeline.artefacts.profile_summary import read_summary
 from mnist_jax_pipeline.foundation import paths, variants
 from mnist_jax_pipeline.foundation.runtime import MATMUL_PRECISION, set_numerics
+from mnist_jax_pipeline.mlp import loops
 from mnist_jax_pipeline.profiling import stage as profile
 
 pytestmark = pytest.mark.accelerator

@@ -114,7 +114,7 @@ def test_dvc_repro_and_dvc_exp_apply_leave_snakemake_nothing_to_do(ws):
 
 
 def test_touching_code_or_outputs_reruns_nothing_editing_code_reruns_its_stages(ws):
-    for path in ("src/mnist_jax_pipeline/model.py", "data/processed/train_images.npy", "models/jit.safetensors"):
+    for path in ("src/mnist_jax_pipeline/mlp/model.py", "data/processed/train_images.npy", "models/jit.safetensors"):
         os.utime(ws / path)
     assert agree(ws) == set()
     template = ws / "src/mnist_jax_pipeline/report/templates/report.html.j2"

@@ -9,7 +9,7 @@ from mnist_jax_pipeline.artefacts.model_file import ModelMetadata, save_model
 from mnist_jax_pipeline.evaluate import confusion_matrix, evaluate, per_class
 from mnist_jax_pipeline.foundation import paths
 from mnist_jax_pipeline.foundation.errors import PipelineError
-from mnist_jax_pipeline.model import init_params
+from mnist_jax_pipeline.mlp.model import init_params
 
 
 def test_confusion_matrix_and_per_class():

@@ -28,8 +28,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("config", frozenset({"config"})),
     ("artefacts", frozenset({"artefacts"})),
     ("data", frozenset({"data"})),
-    ("model", frozenset({"model"})),
-    ("loops", frozenset({"loops", "progress"})),
+    ("JAX core", frozenset({"mlp"})),
     ("parameter files", frozenset({"presets", "sweeps"})),
     ("stages", frozenset({"train", "evaluate", "profiling", "report"})),
     # The comparison commands (`compare`, `show`) draw their page with the report's figures and templates.
@@ -195,16 +194,22 @@ def test_no_module_shadows_the_standard_library() -> None:
 @pytest.mark.parametrize(
     ("source", "expected"),
     [
-        ("from ..cli import main\n", "mnist_jax_pipeline.cli: layer 'entry point' is above 'model'"),
-        ("from .report.figures import draw\n", "mnist_jax_pipeline.report.figures: layer 'stages' is above 'model'"),
+        ("from ...cli import main\n", "mnist_jax_pipeline.cli: layer 'entry point' is above 'JAX core'"),
+        (
+            "from ..report.figures import draw\n",
+            "mnist_jax_pipeline.report.figures: layer 'stages' is above 'JAX core'",
+        ),
         ("def f():\n    from mnist_jax_pipeline import train\n", "mnist_jax_pipeline.train: layer 'stages' is above"),
-        ("from . import config, loops\n", "mnist_jax_pipeline.loops: layer 'loops' is above 'model'"),
+        (
+            "from ... import cli\nfrom . import loops\n",
+            "mnist_jax_pipeline.cli: layer 'entry point' is above 'JAX core'",
+        ),
     ],
 )
 def test_a_climbing_import_is_named(source: str, expected: str) -> None:
-    found = violations("model", SRC / "model.py", source)
+    found = violations("mlp.model", SRC / "mlp" / "model.py", source)
     assert len(found) == 1 and expected in found[0], found
-    assert found[0].startswith("src/mnist_jax_pipeline/model.py:"), found
+    assert found[0].startswith("src/mnist_jax_pipeline/mlp/model.py:"), found
 
 
 def test_a_stage_importing_another_stage_is_named() -> None:
@@ -216,5 +221,7 @@ def test_a_stage_importing_another_stage_is_named() -> None:
 
 
 def test_an_import_within_a_unit_or_downwards_passes() -> None:
-    source = "from . import storage\nfrom ..foundation.errors import PipelineError\nfrom ..foundation import dataset_facts\n"
+    source = (
+        "from . import storage\nfrom ..foundation.errors import PipelineError\nfrom ..foundation import dataset_facts\n"
+    )
     assert violations("artefacts.dataset", SRC / "artefacts" / "dataset.py", source) == []

@@ -16,11 +16,12 @@ import optax
 import pytest
 
 from conftest import ROOT, write_params
-from mnist_jax_pipeline import loops, train
+from mnist_jax_pipeline import train
 from mnist_jax_pipeline.artefacts import training
 from mnist_jax_pipeline.artefacts.model_file import load_model
 from mnist_jax_pipeline.foundation import paths, variants
-from mnist_jax_pipeline.loops.base import TrainingLoop, make_optimizer, onecycle_schedule
+from mnist_jax_pipeline.mlp import loops
+from mnist_jax_pipeline.mlp.loops.base import TrainingLoop, make_optimizer, onecycle_schedule
 
 # Same bound as jit vs nojit (tests/test_train.py): the scan reorders no arithmetic, XLA only
 # fuses it differently. Measured difference on the tiny data: 0.0 (bit-identical), shuffled or not.
@@ -293,7 +294,7 @@ def test_time_to_accuracy_benchmark_on_the_download_stages_data_matches_the_pipe
     from conftest import write_raw
     from mnist_jax_pipeline.config import load
     from mnist_jax_pipeline.data.preprocess import preprocess
-    from mnist_jax_pipeline.model import loss_and_accuracy
+    from mnist_jax_pipeline.mlp.model import loss_and_accuracy
 
     raw = write_raw(tmp_path / "raw")
     done = subprocess.run(

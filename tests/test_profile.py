@@ -16,15 +16,15 @@ import pytest
 import yaml
 
 from conftest import unavailable
-from mnist_jax_pipeline import loops
 from mnist_jax_pipeline.artefacts import atomic, storage
 from mnist_jax_pipeline.artefacts.model_file import ModelMetadata, save_model
 from mnist_jax_pipeline.artefacts.profile_summary import OpTable, read_summary
 from mnist_jax_pipeline.config import Params, parameter_count, validate
 from mnist_jax_pipeline.foundation import console, paths, variants
 from mnist_jax_pipeline.foundation.errors import PipelineError
-from mnist_jax_pipeline.loops.base import loop_inputs
-from mnist_jax_pipeline.model import init_params
+from mnist_jax_pipeline.mlp import loops
+from mnist_jax_pipeline.mlp.loops.base import loop_inputs
+from mnist_jax_pipeline.mlp.model import init_params
 from mnist_jax_pipeline.profiling import op_table, pprof
 from mnist_jax_pipeline.profiling.stage import POINTS, profile
 from mnist_jax_pipeline.train import initial_state

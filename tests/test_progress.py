@@ -8,10 +8,10 @@ import os
 
 import pytest
 
-from mnist_jax_pipeline import progress
 from mnist_jax_pipeline.foundation import console
 from mnist_jax_pipeline.foundation.errors import PipelineError
-from mnist_jax_pipeline.progress import EpochProgress
+from mnist_jax_pipeline.mlp import progress
+from mnist_jax_pipeline.mlp.progress import EpochProgress
 
 
 class Counter:
@@ -24,7 +24,7 @@ def test_off_a_terminal_each_epoch_is_one_plain_line(caplog):
     counter = Counter()
     bar = EpochProgress("train@jit", 2, 10, lambda: counter.steps_done, stream)
     assert not bar.bar_on
-    with caplog.at_level(logging.INFO, logger="mnist_jax_pipeline.progress"):
+    with caplog.at_level(logging.INFO, logger="mnist_jax_pipeline.mlp.progress"):
         for epoch in (1, 2):
             bar.epoch_started(epoch)
             counter.steps_done += 10

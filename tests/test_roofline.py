@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
-from mnist_jax_pipeline import loops
 from mnist_jax_pipeline.foundation import variants
+from mnist_jax_pipeline.mlp import loops
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import bench_time_to_accuracy as tta  # noqa: E402

@@ -60,7 +60,7 @@ OUTPUTS = (
 SOURCES = (
     "src/mnist_jax_pipeline/evaluate.py",
     "src/mnist_jax_pipeline/report/render.py",
-    "src/mnist_jax_pipeline/model.py",
+    "src/mnist_jax_pipeline/mlp/model.py",
 )
 STAGES = ("preprocess", "train@jit", "evaluate@jit", "profile@jit", "report")
 VARIANT_LISTS = (("jit",), ("jit", "jit_scan"), ("nojit", "jit"))

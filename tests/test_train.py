@@ -11,7 +11,7 @@ from mnist_jax_pipeline.artefacts.model_file import load_model
 from mnist_jax_pipeline.config import Params
 from mnist_jax_pipeline.foundation import paths
 from mnist_jax_pipeline.foundation.errors import PipelineError
-from mnist_jax_pipeline.loops.base import batch_bounds
+from mnist_jax_pipeline.mlp.loops.base import batch_bounds
 
 # Largest |jit - nojit| difference of any final parameter after 3 epochs on the tiny data
 # was 7.5e-9 (no shuffle) and 5.6e-9 (shuffle): rounding of fused vs op-by-op float32 arithmetic.

@@ -16,7 +16,7 @@ from .foundation import paths
 from .foundation.dataset_facts import NUM_CLASSES
 from .foundation.errors import PipelineError
 from .foundation.runtime import exclusive
-from .model import predict_classes
+from .mlp.model import predict_classes
 
 log = logging.getLogger(__name__)
 

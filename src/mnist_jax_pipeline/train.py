@@ -20,7 +20,6 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from . import loops
 from .artefacts import atomic, storage
 from .artefacts.dataset import load_split
 from .artefacts.model_file import ModelMetadata, save_model
@@ -29,9 +28,10 @@ from .config import Params, load
 from .foundation import console, paths, variants
 from .foundation.errors import PipelineError
 from .foundation.runtime import device_info, exclusive, peak_rss_bytes
-from .loops.base import LoopInputs, TrainState, loop_inputs, make_optimizer, steps_per_epoch
-from .model import init_params, loss_and_accuracy
-from .progress import EpochProgress
+from .mlp import loops
+from .mlp.loops.base import LoopInputs, TrainState, loop_inputs, make_optimizer, steps_per_epoch
+from .mlp.model import init_params, loss_and_accuracy
+from .mlp.progress import EpochProgress
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 Everything else derives from this registry: the `variants` choices of params.yaml, the CLI's
 `--variant` choices, the DVC plots, and the report's wording. The loop is named by its class
-in `mnist_jax_pipeline.loops` (whose `LOOPS` builds each from its class; a test checks that every
+in `mnist_jax_pipeline.mlp.loops` (whose `LOOPS` builds each from its class; a test checks that every
 name here has its class there), so this module stays light (no JAX import): the parameter check,
 the CLI and the report read it without loading the training code. What one compiled call of a loop
 runs (a step or a whole epoch) is declared here too, for the report's wording.
@@ -15,7 +15,7 @@ from typing import Literal
 
 from .errors import PipelineError
 
-LoopName = Literal["StepLoop", "ScanLoop"]  # a class in mnist_jax_pipeline.loops
+LoopName = Literal["StepLoop", "ScanLoop"]  # a class in mnist_jax_pipeline.mlp.loops
 CallUnit = Literal["step", "epoch"]
 # What one compiled call of each loop runs: what XLA's analysis of it covers
 CALL_UNIT: dict[LoopName, CallUnit] = {"StepLoop": "step", "ScanLoop": "epoch"}
@@ -25,7 +25,7 @@ CALL_UNIT: dict[LoopName, CallUnit] = {"StepLoop": "step", "ScanLoop": "epoch"}
 class Variant:
     name: str
     description: str
-    loop: LoopName  # the class in mnist_jax_pipeline.loops that trains it
+    loop: LoopName  # the class in mnist_jax_pipeline.mlp.loops that trains it
     jit: bool  # whether the training step is compiled (XLA's analysis exists for it)
 
     @property

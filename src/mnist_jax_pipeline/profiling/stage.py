@@ -33,7 +33,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import loops
 from ..artefacts import atomic, storage
 from ..artefacts.dataset import load_split
 from ..artefacts.model_file import HostParams, layer_sizes_of, load_model
@@ -52,8 +51,9 @@ from ..foundation import console, paths, variants
 from ..foundation.dataset_facts import NUM_CLASSES
 from ..foundation.errors import PipelineError
 from ..foundation.runtime import exclusive, peak_rss_bytes
-from ..loops.base import TrainState, epoch_order, loop_inputs, make_optimizer, make_update, targets_of
-from ..model import MLPParams, batched_predict, init_params
+from ..mlp import loops
+from ..mlp.loops.base import TrainState, epoch_order, loop_inputs, make_optimizer, make_update, targets_of
+from ..mlp.model import MLPParams, batched_predict, init_params
 from . import op_table, pprof
 
 log = logging.getLogger(__name__)

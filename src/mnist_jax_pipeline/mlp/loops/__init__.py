@@ -3,7 +3,7 @@ and `LOOPS` maps that name to the class, so a new loop is one class added here a
 
 from __future__ import annotations
 
-from ..foundation.variants import Variant
+from ...foundation.variants import Variant
 from .base import LoopInputs, TrainingLoop, TrainState
 from .scan_loop import ScanLoop
 from .step_loop import StepLoop

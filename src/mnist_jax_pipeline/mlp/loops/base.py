@@ -17,9 +17,9 @@ import numpy as np
 import optax
 from jax.typing import ArrayLike
 
-from ..artefacts.training import XlaAnalysis
-from ..config import Params, TrainConfig
-from ..foundation.dataset_facts import NUM_CLASSES
+from ...artefacts.training import XlaAnalysis
+from ...config import Params, TrainConfig
+from ...foundation.dataset_facts import NUM_CLASSES
 from ..model import MLPParams, loss, one_hot
 
 

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp
 
-from .foundation.dataset_facts import NUM_CLASSES
+from ..foundation.dataset_facts import NUM_CLASSES
 
 Layer = tuple[jax.Array, jax.Array]
 MLPParams = list[Layer]

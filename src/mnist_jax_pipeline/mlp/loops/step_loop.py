@@ -12,8 +12,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from ..artefacts.training import XlaAnalysis
-from ..foundation.variants import Variant
+from ...artefacts.training import XlaAnalysis
+from ...foundation.variants import Variant
 from .base import LoopInputs, TrainState, Update, batch_bounds, epoch_order, xla_analysis
 
 

@@ -18,8 +18,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from ..artefacts.training import XlaAnalysis
-from ..foundation.variants import Variant
+from ...artefacts.training import XlaAnalysis
+from ...foundation.variants import Variant
 from .base import LoopInputs, TrainState, epoch_permutation, xla_analysis
 
 

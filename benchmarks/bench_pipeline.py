@@ -169,7 +169,7 @@ def fresh_copy(parent: Path, name: str, params: Path | None = None, raw: Path | 
 # it, so that the stages after it accept that folder as its work (run in the copy, with its code).
 RECORD_DOWNLOAD = """
 from mnist_jax_pipeline import freshness, stages
-from mnist_jax_pipeline.config import load
+from mnist_jax_pipeline.config.params import load
 
 checker = freshness.Checker(load("params.yaml"))
 job = freshness.Job(stages.get("download"))

@@ -40,7 +40,7 @@ from ruamel.yaml import YAML
 
 from mnist_jax_pipeline.artefacts.dataset import load_raw_split, read_manifest
 from mnist_jax_pipeline.artefacts.storage import write_json
-from mnist_jax_pipeline.config import Params, read_yaml, validate
+from mnist_jax_pipeline.config.params import Params, read_yaml, validate
 from mnist_jax_pipeline.data.datasets import SPLIT_FILES
 from mnist_jax_pipeline.data.idx import read_pair
 from mnist_jax_pipeline.data.preprocess import deskew, pixel_moments, split_indices, transform

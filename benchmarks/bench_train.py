@@ -42,7 +42,7 @@ import roofline
 from tutorial_loop import TutorialLoop
 
 from mnist_jax_pipeline.artefacts.storage import write_json
-from mnist_jax_pipeline.config import Params, read_yaml, validate
+from mnist_jax_pipeline.config.params import Params, read_yaml, validate
 from mnist_jax_pipeline.data.datasets import SPLIT_FILES
 from mnist_jax_pipeline.data.download import mirror_from_env
 from mnist_jax_pipeline.data.idx import read_pair

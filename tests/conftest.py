@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from mnist_jax_pipeline.artefacts import storage
-from mnist_jax_pipeline.config import Params, read_yaml, validate
+from mnist_jax_pipeline.config.params import Params, read_yaml, validate
 
 ROOT = Path(__file__).resolve().parents[1]
 MIRROR = os.environ.get("MNIST_MIRROR") or None
@@ -194,7 +194,7 @@ def adopt(root: Path, stage: str = "download", params: Params | None = None) -> 
     """Record what lies at a stage's outputs under `root` (the synthetic data/raw, say) as that stage's
     work, with the provenance record the stage itself would write, so that later stages accept it."""
     from mnist_jax_pipeline import freshness, stages
-    from mnist_jax_pipeline.config import load
+    from mnist_jax_pipeline.config.params import load
 
     here = Path.cwd()
     os.chdir(root)

@@ -129,7 +129,7 @@ from pathlib import Path
 import jax
 sys.path.insert(0, "tests")
 from conftest import write_raw, tiny_params_dict, write_params
-from mnist_jax_pipeline.config import load
+from mnist_jax_pipeline.config.params import load
 from mnist_jax_pipeline.data.preprocess import preprocess
 from mnist_jax_pipeline import train
 from mnist_jax_pipeline.foundation.runtime import set_numerics

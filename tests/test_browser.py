@@ -16,7 +16,7 @@ import pytest
 
 from browser import ARGS, CHROMIUM, artifacts_dir
 from conftest import TINY_VARIANTS, unavailable
-from mnist_jax_pipeline.config import load
+from mnist_jax_pipeline.config.params import load
 from mnist_jax_pipeline.foundation import paths
 from mnist_jax_pipeline.report.render import render
 

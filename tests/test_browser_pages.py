@@ -18,7 +18,7 @@ from browser import open_offline
 from conftest import ROOT, TINY_VARIANTS
 from mnist_jax_pipeline.artefacts import evaluation, training
 from mnist_jax_pipeline.comparison import compare
-from mnist_jax_pipeline.config import load
+from mnist_jax_pipeline.config.params import load
 from mnist_jax_pipeline.report.render import render
 
 BIN = Path(sys.executable).parent

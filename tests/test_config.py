@@ -4,7 +4,7 @@ import json
 import pytest
 
 from conftest import ROOT, base_params
-from mnist_jax_pipeline.config import load, schema, validate
+from mnist_jax_pipeline.config.params import load, schema, validate
 from mnist_jax_pipeline.foundation.errors import PipelineError
 
 

@@ -16,7 +16,7 @@ import optax
 import pytest
 
 from mnist_jax_pipeline import train
-from mnist_jax_pipeline.config import Params, TrainConfig
+from mnist_jax_pipeline.config.params import Params, TrainConfig
 from mnist_jax_pipeline.foundation import variants
 from mnist_jax_pipeline.foundation.dataset_facts import NUM_CLASSES
 from mnist_jax_pipeline.mlp import loops

@@ -10,7 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from conftest import ROOT
-from mnist_jax_pipeline.config import Params
+from mnist_jax_pipeline.config.params import Params
 
 README = ROOT / "README.md"
 PAGES = sorted((ROOT / "docs").glob("*.md"))

@@ -15,10 +15,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, adopt, run_stages, tiny_params_dict, without_root_powers, write_params, write_raw
-from mnist_jax_pipeline import sweeps
 from mnist_jax_pipeline.artefacts import atomic
 from mnist_jax_pipeline.cli import main
-from mnist_jax_pipeline.config import MAX_FILE_BYTES, read_yaml, validate
+from mnist_jax_pipeline.config.params import MAX_FILE_BYTES, read_yaml, sweeps, validate
 from mnist_jax_pipeline.foundation import paths
 from mnist_jax_pipeline.foundation.errors import PipelineError
 

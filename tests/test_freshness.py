@@ -13,7 +13,7 @@ from conftest import run_stages, tiny_params_dict, write_params, write_raw
 from mnist_jax_pipeline import freshness, stages
 from mnist_jax_pipeline.artefacts.provenance import files_under
 from mnist_jax_pipeline.cli import main
-from mnist_jax_pipeline.config import load
+from mnist_jax_pipeline.config.params import load
 
 
 @pytest.fixture

@@ -25,11 +25,10 @@ PLUGIN_SRC = SRC.parent / PLUGIN
 # where LAYERS names it (dotted): the longest name in LAYERS that a module's name starts with.
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("foundation", frozenset({"foundation"})),
-    ("config", frozenset({"config"})),
     ("artefacts", frozenset({"artefacts"})),
+    ("config", frozenset({"config"})),
     ("data", frozenset({"data"})),
     ("JAX core", frozenset({"mlp"})),
-    ("parameter files", frozenset({"presets", "sweeps"})),
     ("stages", frozenset({"train", "evaluate", "profiling", "report"})),
     # The comparison commands (`compare`, `show`) draw their page with the report's figures and templates.
     ("comparison", frozenset({"comparison", "viewer"})),
@@ -160,7 +159,7 @@ def test_the_logger_plugin_imports_the_foundation_only() -> None:
 @pytest.mark.parametrize(
     "source",
     [
-        "from mnist_jax_pipeline.config import load\n",
+        "from mnist_jax_pipeline.config.params import load\n",
         "def f():\n    import mnist_jax_pipeline.freshness\n",
         "from mnist_jax_pipeline.foundation import console\nfrom mnist_jax_pipeline import cli\n",
     ],

@@ -99,7 +99,7 @@ from pathlib import Path
 import jax
 sys.path.insert(0, "tests")
 from conftest import write_raw, tiny_params_dict, write_params
-from mnist_jax_pipeline.config import load
+from mnist_jax_pipeline.config.params import load
 from mnist_jax_pipeline.data.preprocess import preprocess
 from mnist_jax_pipeline import train
 out = Path(sys.argv[1])
@@ -292,7 +292,7 @@ def test_time_to_accuracy_benchmark_smoke_run():
 def test_time_to_accuracy_benchmark_on_the_download_stages_data_matches_the_pipeline(tmp_path):
     """With --raw the benchmark trains on exactly what the pipeline trains on: seed 0 is train@jit_scan."""
     from conftest import write_raw
-    from mnist_jax_pipeline.config import load
+    from mnist_jax_pipeline.config.params import load
     from mnist_jax_pipeline.data.preprocess import preprocess
     from mnist_jax_pipeline.mlp.model import loss_and_accuracy
 

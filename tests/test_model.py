@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mnist_jax_pipeline.artefacts.model_file import ModelMetadata, layer_sizes_of, load_model, save_model
-from mnist_jax_pipeline.config import parameter_count
+from mnist_jax_pipeline.config.params import parameter_count
 from mnist_jax_pipeline.foundation.errors import PipelineError
 from mnist_jax_pipeline.mlp.loops.base import loop_inputs
 from mnist_jax_pipeline.mlp.model import batched_predict, init_params, loss, loss_and_accuracy, one_hot

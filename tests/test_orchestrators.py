@@ -9,7 +9,7 @@ import pytest
 
 from conftest import ROOT
 from mnist_jax_pipeline import freshness
-from mnist_jax_pipeline.config import load
+from mnist_jax_pipeline.config.params import load
 from mnist_jax_pipeline.stages import STAGES, get
 from workspace import planned_rules
 

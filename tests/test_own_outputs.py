@@ -14,7 +14,7 @@ from conftest import ROOT
 from mnist_jax_pipeline.artefacts import evaluation, training
 from mnist_jax_pipeline.cli import main
 from mnist_jax_pipeline.comparison import compare
-from mnist_jax_pipeline.config import load
+from mnist_jax_pipeline.config.params import load
 from mnist_jax_pipeline.crate import records
 from mnist_jax_pipeline.crate.command import METADATA
 

@@ -165,7 +165,7 @@ TINY = {
 def test_the_strategies_cover_every_parameter():
     from pydantic import BaseModel
 
-    from mnist_jax_pipeline.config import Params
+    from mnist_jax_pipeline.config.params import Params
 
     fields = set()
     for section, info in Params.model_fields.items():
@@ -263,7 +263,7 @@ def test_an_accepted_file_runs_every_stage(raw_dir: Path, changed: dict[str, str
         adopt(work)  # as the download stage would have left it
         status, stderr = run(work, "preprocess")
         assert status == 0, stderr
-        from mnist_jax_pipeline.config import load
+        from mnist_jax_pipeline.config.params import load
 
         for variant in load(work / "params.yaml").variants:
             status, stderr = run(work, "train", "--variant", variant)

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import ROOT
 from mnist_jax_pipeline.cli import main
-from mnist_jax_pipeline.config import load
+from mnist_jax_pipeline.config.params import load
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from conftest import unavailable
 from mnist_jax_pipeline.artefacts import atomic, storage
 from mnist_jax_pipeline.artefacts.model_file import ModelMetadata, save_model
 from mnist_jax_pipeline.artefacts.profile_summary import OpTable, read_summary
-from mnist_jax_pipeline.config import Params, parameter_count, validate
+from mnist_jax_pipeline.config.params import Params, parameter_count, validate
 from mnist_jax_pipeline.foundation import console, paths, variants
 from mnist_jax_pipeline.foundation.errors import PipelineError
 from mnist_jax_pipeline.mlp import loops

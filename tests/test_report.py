@@ -18,7 +18,7 @@ from conftest import FAKE_SVG, TINY_VARIANTS, tiny_params_dict, write_params
 from mnist_jax_pipeline.artefacts import evaluation, storage, training
 from mnist_jax_pipeline.artefacts.profile_summary import read_summary
 from mnist_jax_pipeline.artefacts.training import VariantEpoch
-from mnist_jax_pipeline.config import load
+from mnist_jax_pipeline.config.params import load
 from mnist_jax_pipeline.foundation import paths
 from mnist_jax_pipeline.foundation.errors import PipelineError
 from mnist_jax_pipeline.foundation.variants import get

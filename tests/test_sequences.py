@@ -253,7 +253,7 @@ class Sequences(RuleBasedStateMachine):
         if self.result is None or self.result.returncode != 0:
             return
         from mnist_jax_pipeline.artefacts.model_file import load_model
-        from mnist_jax_pipeline.config import load
+        from mnist_jax_pipeline.config.params import load
 
         params = load(self.ws / "params.yaml")
         metrics = json.loads((self.ws / "metrics/train/jit.full.json").read_text())
@@ -269,7 +269,7 @@ class Sequences(RuleBasedStateMachine):
             return  # the starting point, checked once by the base fixture
         stale, planned = self.views()
         from mnist_jax_pipeline import freshness
-        from mnist_jax_pipeline.config import load
+        from mnist_jax_pipeline.config.params import load
 
         here = Path.cwd()
         os.chdir(self.ws)

@@ -17,7 +17,7 @@ import yaml
 
 from conftest import ROOT, tiny_params_dict, write_params, write_raw
 from mnist_jax_pipeline import cli, code_deps, commands, generate, stages
-from mnist_jax_pipeline.config import schema
+from mnist_jax_pipeline.config.params import schema
 from mnist_jax_pipeline.foundation import paths, variants
 
 PACKAGE = "mnist_jax_pipeline"

@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from conftest import write_raw
+from mnist_jax_pipeline.config.sweeps import dvc_commands, load, point_name
 from mnist_jax_pipeline.foundation import paths
 from mnist_jax_pipeline.foundation.errors import PipelineError
-from mnist_jax_pipeline.sweeps import dvc_commands, load, point_name
 from workspace import make_workspace, planned_rules, sh
 
 pytestmark = pytest.mark.slow
@@ -219,8 +219,8 @@ def test_every_run_of_a_large_sweep_has_its_own_look():
 
 def test_a_failed_exp_list_queues_nothing(tmp_path, monkeypatch, capsys):
     """Without DVC's list of experiments every point would look new: sweep-queue stops in one line instead."""
-    from mnist_jax_pipeline import sweeps
     from mnist_jax_pipeline.cli import main
+    from mnist_jax_pipeline.config.params import sweeps
 
     bin_dir, log = tmp_path / "bin", tmp_path / "dvc-calls.log"
     bin_dir.mkdir()

@@ -8,7 +8,7 @@ from conftest import write_params
 from mnist_jax_pipeline import train
 from mnist_jax_pipeline.artefacts import atomic, training
 from mnist_jax_pipeline.artefacts.model_file import load_model
-from mnist_jax_pipeline.config import Params
+from mnist_jax_pipeline.config.params import Params
 from mnist_jax_pipeline.foundation import paths
 from mnist_jax_pipeline.foundation.errors import PipelineError
 from mnist_jax_pipeline.mlp.loops.base import batch_bounds

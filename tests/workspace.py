@@ -124,7 +124,7 @@ def dvc_stale(ws: Path) -> set[str]:
 def downstream(ws: Path, names: set[str]) -> set[str]:
     """The stages `names` and every stage after them in the pipeline (what re-running them re-runs)."""
     from mnist_jax_pipeline import freshness
-    from mnist_jax_pipeline.config import load
+    from mnist_jax_pipeline.config.params import load
 
     params = load(ws / "params.yaml")
     found = set(names)

@@ -138,7 +138,7 @@ def locked_pins(roots: tuple[str, ...]) -> list[str]:
 def download_record_problems(project: Path) -> list[str]:
     """Why `project`'s data/raw is not the download stage's current output ([] when it is)."""
     from mnist_jax_pipeline import freshness, stages
-    from mnist_jax_pipeline.config import load
+    from mnist_jax_pipeline.config.params import load
 
     here = Path.cwd()
     os.chdir(project)
@@ -578,7 +578,7 @@ def write_params(target: Path, summary: Path, smoke: bool) -> None:
         raw[section].update(values)
     text = yaml.safe_dump(raw, sort_keys=False)
     target.write_text(text, encoding="utf-8")
-    from mnist_jax_pipeline.config import load
+    from mnist_jax_pipeline.config.params import load
 
     load(str(target))  # checked as every stage checks it
     write_json(
@@ -596,7 +596,7 @@ def raw_record(out: Path) -> None:
     """Check the carried download record against this checkout's code; where it is not current (the code
     changed after tools/device-prepare.sh), record the carried data/raw again, and say so."""
     from mnist_jax_pipeline import freshness, stages
-    from mnist_jax_pipeline.config import load
+    from mnist_jax_pipeline.config.params import load
 
     checker = freshness.Checker(load("params.yaml"))
     job = freshness.Job(stages.get("download"))

@@ -50,7 +50,7 @@ PROCESSED = Option("--processed", "folder of the processed arrays", paths.PROCES
 ROOT = Option("--root", "folder the stage's outputs go under, as laid out in paths.py", ".")
 
 COMMANDS: dict[str, Command] = {
-    "check": Command("config", "validate the parameters file and exit"),
+    "check": Command("config.params", "validate the parameters file and exit"),
     "download": Command(
         "data.download",
         "download and prepare the dataset with TFDS (honours MNIST_MIRROR)",
@@ -73,13 +73,13 @@ COMMANDS: dict[str, Command] = {
     ),
     "report": Command("report.render", "render reports/report.html and reports/summary.md"),
     "sweep-point": Command(
-        "sweeps:write_point",
+        "config.sweeps:write_point",
         "write a sweep point's params.yaml (Snakemake runs it)",
         (Option("--sweep", "the sweep's name (sweeps/NAME.yaml)"), Option("--point", "the point's name")),
         hidden=True,
     ),
     "sweep-queue": Command(
-        "sweeps:queue",
+        "config.sweeps:queue",
         "queue a sweep's points as DVC experiments",
         (Option("--file", "the sweep file, sweeps/NAME.yaml"),),
     ),
@@ -102,7 +102,7 @@ COMMANDS: dict[str, Command] = {
         " variant with test accuracy, timings and the changed parameters",
     ),
     "preset": Command(
-        "presets",
+        "config.presets",
         "merge presets/NAME.yaml over params.yaml and print each changed key",
         (Option("name", "the preset's name (presets/NAME.yaml)"),),
     ),

@@ -11,7 +11,7 @@ from .artefacts import storage
 from .artefacts.dataset import load_split
 from .artefacts.evaluation import ClassScores, ConfusionRow, EvalDetails, EvalMetrics
 from .artefacts.model_file import load_model
-from .config import load
+from .config.params import load
 from .foundation import paths
 from .foundation.dataset_facts import NUM_CLASSES
 from .foundation.errors import PipelineError

@@ -21,7 +21,7 @@ from typing import Any
 from . import code_deps, stages
 from .artefacts.provenance import Run, Stamp
 from .commands import COMMANDS
-from .config import load
+from .config.params import load
 from .foundation import console, paths, variants
 from .foundation.errors import PipelineError
 from .freshness import Checker, Job

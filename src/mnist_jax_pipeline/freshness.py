@@ -29,7 +29,7 @@ from pydantic import ValidationError
 from . import code_deps, stages
 from .artefacts import atomic, storage
 from .artefacts.provenance import Hashes, Run, Stamp
-from .config import Params, load
+from .config.params import Params, load
 from .foundation import paths
 from .foundation.errors import PipelineError
 from .foundation.runtime import package_version

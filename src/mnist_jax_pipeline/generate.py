@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 from .code_deps import CODE_ROOT, code_files
-from .config import schema
+from .config.params import schema
 from .foundation import paths
 from .foundation.errors import PipelineError
 from .stages import STAGES, Stage

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config import Params
+from .config.params import Params
 from .foundation import paths
 
 ALL_PARAMS = tuple(Params.model_fields)  # the params.yaml sections

@@ -24,7 +24,7 @@ from .artefacts import atomic, storage
 from .artefacts.dataset import load_split
 from .artefacts.model_file import ModelMetadata, save_model
 from .artefacts.training import EpochRecord, RunInfo, TrainMetrics, XlaAnalysis
-from .config import Params, load
+from .config.params import Params, load
 from .foundation import console, paths, variants
 from .foundation.errors import PipelineError
 from .foundation.runtime import device_info, exclusive, peak_rss_bytes

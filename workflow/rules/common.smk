@@ -49,11 +49,11 @@ from mnist_jax_pipeline import (
     freshness,
     snakemake_paths,
     stages,
-    sweeps,
 )
+from mnist_jax_pipeline.config import sweeps
 from mnist_jax_pipeline.foundation import console, paths, runtime, variants
 from mnist_jax_pipeline.artefacts import atomic
-from mnist_jax_pipeline.config import load, validate
+from mnist_jax_pipeline.config.params import load, validate
 from mnist_jax_pipeline.foundation.errors import PipelineError
 
 if config:  # every stage reads params.yaml itself, so an override would be silently ignored

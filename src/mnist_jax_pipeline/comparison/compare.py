@@ -24,11 +24,11 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 from pydantic import ValidationError
 
-from .. import sweeps
 from ..artefacts import atomic, evaluation, training
 from ..artefacts.evaluation import EvalHeadline
 from ..artefacts.training import EpochRecord, TrainHeadline
-from ..config import load
+from ..config import sweeps
+from ..config.params import load
 from ..foundation import paths
 from ..foundation.errors import PipelineError
 from ..report.figures import STYLE, png_bytes, variant_color

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from ..artefacts.evaluation import EvalHeadline
 from ..artefacts.training import TrainHeadline
-from ..config import DEFAULT_PARAMS, load
+from ..config.params import DEFAULT_PARAMS, load
 from ..foundation import paths
 from ..foundation.errors import PipelineError
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from .. import stages, sweeps
+from .. import stages
 from ..artefacts.provenance import Hashes, Stamp
+from ..config import sweeps
 from ..foundation import paths
 from ..foundation.errors import PipelineError
 

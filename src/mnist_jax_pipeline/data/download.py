@@ -26,7 +26,7 @@ import numpy as np
 
 from ..artefacts import atomic, storage
 from ..artefacts.dataset import Manifest, SourceFile, SplitCount
-from ..config import Params, load
+from ..config.params import Params, load
 from ..foundation import console, paths
 from ..foundation.errors import PipelineError
 from .datasets import PINNED, SPLIT_FILES, PinnedFile, sha256_of

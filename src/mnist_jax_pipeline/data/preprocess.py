@@ -19,7 +19,7 @@ import numpy as np
 
 from ..artefacts import atomic, storage
 from ..artefacts.dataset import PixelStats, SplitStats, Stats, load_raw_split, read_manifest
-from ..config import PreprocessConfig, load, split_sizes
+from ..config.params import PreprocessConfig, load, split_sizes
 from ..foundation import paths
 from ..foundation.dataset_facts import NUM_CLASSES
 from ..foundation.errors import PipelineError

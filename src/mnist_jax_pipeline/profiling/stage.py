@@ -46,7 +46,7 @@ from ..artefacts.profile_summary import (
     Trace,
     short_frame,
 )
-from ..config import Params, load
+from ..config.params import Params, load
 from ..foundation import console, paths, variants
 from ..foundation.dataset_facts import NUM_CLASSES
 from ..foundation.errors import PipelineError

@@ -21,7 +21,7 @@ from ..artefacts import atomic, storage
 from ..artefacts.dataset import Stats
 from ..artefacts.dropped import PARKED, park
 from ..artefacts.training import VariantEpoch
-from ..config import Params, load
+from ..config.params import Params, load
 from ..foundation import paths, variants
 from ..foundation.dataset_facts import NUM_CLASSES
 from .figures import SAMPLE_DIGITS, draw_all, draw_icicles, ordered_splits

@@ -18,7 +18,7 @@ import optax
 from jax.typing import ArrayLike
 
 from ...artefacts.training import XlaAnalysis
-from ...config import Params, TrainConfig
+from ...config.params import Params, TrainConfig
 from ...foundation.dataset_facts import NUM_CLASSES
 from ..model import MLPParams, loss, one_hot
 

@@ -22,10 +22,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import ErrorDetails
 
-from .foundation import variants
-from .foundation.dataset_facts import IMAGE_PIXELS, NUM_CLASSES, SPLIT_SIZES
-from .foundation.errors import PipelineError, clip
-from .foundation.text_files import read_text
+from ..foundation import variants
+from ..foundation.dataset_facts import IMAGE_PIXELS, NUM_CLASSES, SPLIT_SIZES
+from ..foundation.errors import PipelineError, clip
+from ..foundation.text_files import read_text
 
 DEFAULT_PARAMS = Path("params.yaml")
 SEED_MAX = 2**32 - 1  # JAX keys keep a seed's low 32 bits: 2**32 would give seed 0's key

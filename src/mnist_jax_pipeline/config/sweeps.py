@@ -31,10 +31,10 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .artefacts import atomic
-from .config import DEFAULT_PARAMS, VariantName, read_yaml, validate
-from .foundation import paths
-from .foundation.errors import PipelineError, clip
+from ..artefacts import atomic
+from ..foundation import paths
+from ..foundation.errors import PipelineError, clip
+from .params import DEFAULT_PARAMS, VariantName, read_yaml, validate
 
 FOLDER = Path("sweeps")
 SWEPT_SECTIONS = ("model", "train")  # download and preprocess stay shared by every point

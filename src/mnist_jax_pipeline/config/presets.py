@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .artefacts import atomic
-from .config import parse_yaml, read_yaml, validate, yaml_text
-from .foundation.errors import PipelineError, clip
+from ..artefacts import atomic
+from ..foundation.errors import PipelineError, clip
+from .params import parse_yaml, read_yaml, validate, yaml_text
 
 FOLDER = Path("presets")
 Key = tuple[str, ...]

@@ -1,6 +1,6 @@
 # Thin entry point: the parameters (read and checked as DVC reads them), the rule files, the
 # default target. Every rule takes its command, params, inputs, outputs and code deps from the
-# stage table in src/mnist_jax_pipeline/stages.py, the table dvc.yaml is generated from.
+# stage table in src/mnist_jax_pipeline/orchestration/stage_table.py, the table dvc.yaml is generated from.
 import os
 
 from snakemake.utils import min_version

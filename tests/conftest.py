@@ -193,14 +193,14 @@ def write_params(path: Path, raw: dict[str, Any]) -> Path:
 def adopt(root: Path, stage: str = "download", params: Params | None = None) -> None:
     """Record what lies at a stage's outputs under `root` (the synthetic data/raw, say) as that stage's
     work, with the provenance record the stage itself would write, so that later stages accept it."""
-    from mnist_jax_pipeline import freshness, stages
     from mnist_jax_pipeline.config.params import load
+    from mnist_jax_pipeline.orchestration import freshness, stage_table
 
     here = Path.cwd()
     os.chdir(root)
     try:
         checker = freshness.Checker(params or load("params.yaml"))
-        job = freshness.Job(stages.get(stage))
+        job = freshness.Job(stage_table.get(stage))
         checker.record(job, checker.inputs(job))
     finally:
         os.chdir(here)

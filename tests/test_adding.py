@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, write_raw
-from mnist_jax_pipeline import generate, stages
 from mnist_jax_pipeline.foundation import paths
+from mnist_jax_pipeline.orchestration import generate, stage_table
 from workspace import WOULD_RUN, copy_workspace, dvc_ran, dvc_stale, make_workspace, set_params, sh
 
 pytestmark = pytest.mark.slow
@@ -101,7 +101,7 @@ def snakemake_would_run(ws: Path, *wanted: str) -> set[str]:
 
 def provenance(ws: Path, job: str) -> dict:
     stage, _, variant = job.partition("@")
-    return json.loads((ws / stages.get(stage).stamp.at(variant or None)).read_text())
+    return json.loads((ws / stage_table.get(stage).stamp.at(variant or None)).read_text())
 
 
 def model_bytes(ws: Path, variant: str) -> bytes:

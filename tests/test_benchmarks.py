@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from conftest import ROOT, tiny_params_dict, write_params, write_raw
-from mnist_jax_pipeline import stages
 from mnist_jax_pipeline.foundation import variants
+from mnist_jax_pipeline.orchestration import stage_table
 
 
 def bench(
@@ -222,7 +222,7 @@ def test_bench_pipeline_from_a_tiny_data_raw(tmp_path: Path):
     )
     report = json.loads(done.stdout)
     assert json.loads(out.read_text()) == report
-    expected = {f"{s.name}@jit" if s.per_variant else s.name for s in stages.STAGES} - {"download"}
+    expected = {f"{s.name}@jit" if s.per_variant else s.name for s in stage_table.STAGES} - {"download"}
     assert set(report["stages_alone"]) == expected and "download not run" in report["data"]
     for name, stage in report["stages_alone"].items():
         assert finite(stage["seconds"]) and finite(stage["peak_rss_bytes"]), (name, stage)

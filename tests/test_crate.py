@@ -102,7 +102,9 @@ def test_the_crate_describes_every_job_and_validates_offline(project: Path, caps
     device = entities[entities["metrics/train/jit.run.json"]["about"]["@id"]]
     assert device["@type"] == "Product" and "cpu" in device["name"]
     workflow = entities[entities["./"]["mainEntity"]["@id"]]
-    assert workflow["@id"] == "src/mnist_jax_pipeline/stages.py" and set(ids(workflow["subjectOf"])) == {
+    assert workflow["@id"] == "src/mnist_jax_pipeline/orchestration/stage_table.py" and set(
+        ids(workflow["subjectOf"])
+    ) == {
         "Snakefile",
         "dvc.yaml",
     }
@@ -146,7 +148,7 @@ def test_the_validator_gets_nothing_from_the_network():
     """The context is served from the package; any other URL is refused and recorded, never fetched."""
     import requests
 
-    from mnist_jax_pipeline.crate.validate import CONTEXT_URL, LocalOnly
+    from mnist_jax_pipeline.orchestration.crate.validate import CONTEXT_URL, LocalOnly
 
     adapter = LocalOnly()
     session = requests.Session()

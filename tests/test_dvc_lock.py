@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mnist_jax_pipeline import dvc_lock, freshness, stages
+from mnist_jax_pipeline.orchestration import dvc_lock, freshness, stage_table
 
 
 @pytest.fixture
@@ -54,5 +54,5 @@ def test_a_failed_commit_is_one_warning_line_and_is_tried_again(project, monkeyp
 
 
 def test_the_fingerprint_covers_each_record_and_dvc_lock():
-    jobs = [freshness.Job(stages.get("check"))]
+    jobs = [freshness.Job(stage_table.get("check"))]
     assert len(dvc_lock.fingerprint(jobs)) == 64

@@ -18,7 +18,7 @@ import yaml
 from conftest import mirror_dir, tiny_params_dict, write_params
 from mnist_jax_pipeline.artefacts.provenance import file_sha256
 from mnist_jax_pipeline.cli import main
-from mnist_jax_pipeline.explain import find_job, short
+from mnist_jax_pipeline.orchestration.explain import find_job, short
 from workspace import copy_workspace, make_workspace, set_params, sh
 
 SETTINGS = {"variants": ["jit"], "model.layer_sizes": [784, 64, 10], "profile.trace_steps": 1}

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from conftest import run_stages, tiny_params_dict, write_params, write_raw
-from mnist_jax_pipeline import freshness, stages
 from mnist_jax_pipeline.artefacts.provenance import files_under
 from mnist_jax_pipeline.cli import main
 from mnist_jax_pipeline.config.params import load
+from mnist_jax_pipeline.orchestration import freshness, stage_table
 
 
 @pytest.fixture
@@ -28,7 +28,7 @@ def project(tmp_path, monkeypatch) -> Path:
 
 def problems(name: str, variant: str | None = None) -> list[str]:
     checker = freshness.Checker(load("params.yaml"))
-    return checker.problems(freshness.Job(stages.get(name), variant))
+    return checker.problems(freshness.Job(stage_table.get(name), variant))
 
 
 def test_a_stage_records_what_it_was_made_from(project):

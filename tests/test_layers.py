@@ -32,22 +32,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("stages", frozenset({"train", "evaluate", "profiling", "report"})),
     # The comparison commands (`compare`, `show`) draw their page with the report's figures and templates.
     ("comparison", frozenset({"comparison", "viewer"})),
-    (
-        "stage table",
-        frozenset(
-            {
-                "commands",
-                "stages",
-                "code_deps",
-                "generate",
-                "snakemake_paths",
-                "freshness",
-                "explain",
-                "crate",
-                "dvc_lock",
-            }
-        ),
-    ),
+    ("orchestration", frozenset({"orchestration"})),
     ("entry point", frozenset({"cli"})),
 )
 # Layers whose units are independent of each other: one stage reads another's outputs through
@@ -160,7 +145,7 @@ def test_the_logger_plugin_imports_the_foundation_only() -> None:
     "source",
     [
         "from mnist_jax_pipeline.config.params import load\n",
-        "def f():\n    import mnist_jax_pipeline.freshness\n",
+        "def f():\n    import mnist_jax_pipeline.orchestration.freshness\n",
         "from mnist_jax_pipeline.foundation import console\nfrom mnist_jax_pipeline import cli\n",
     ],
 )

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from mnist_jax_pipeline import freshness
 from mnist_jax_pipeline.config.params import load
-from mnist_jax_pipeline.stages import STAGES, get
+from mnist_jax_pipeline.orchestration import freshness
+from mnist_jax_pipeline.orchestration.stage_table import STAGES, get
 from workspace import planned_rules
 
 LOG_PREFIX = "MNIST_PIPELINE_TOOL=snakemake MNIST_PIPELINE_LOG={log:q} "  # the record names the tool; the log

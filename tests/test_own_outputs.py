@@ -15,8 +15,8 @@ from mnist_jax_pipeline.artefacts import evaluation, training
 from mnist_jax_pipeline.cli import main
 from mnist_jax_pipeline.comparison import compare
 from mnist_jax_pipeline.config.params import load
-from mnist_jax_pipeline.crate import records
-from mnist_jax_pipeline.crate.command import METADATA
+from mnist_jax_pipeline.orchestration.crate import records
+from mnist_jax_pipeline.orchestration.crate.command import METADATA
 
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
 

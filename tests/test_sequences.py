@@ -268,8 +268,8 @@ class Sequences(RuleBasedStateMachine):
         if not self.tool_ran and len(self.commands) == 1:
             return  # the starting point, checked once by the base fixture
         stale, planned = self.views()
-        from mnist_jax_pipeline import freshness
         from mnist_jax_pipeline.config.params import load
+        from mnist_jax_pipeline.orchestration import freshness
 
         here = Path.cwd()
         os.chdir(self.ws)

@@ -16,9 +16,10 @@ import pytest
 import yaml
 
 from conftest import ROOT, tiny_params_dict, write_params, write_raw
-from mnist_jax_pipeline import cli, code_deps, commands, generate, stages
+from mnist_jax_pipeline import cli
 from mnist_jax_pipeline.config.params import schema
 from mnist_jax_pipeline.foundation import paths, variants
+from mnist_jax_pipeline.orchestration import code_deps, commands, generate, stage_table
 
 PACKAGE = "mnist_jax_pipeline"
 RECORD = """
@@ -39,9 +40,9 @@ def test_generated_files_are_current(monkeypatch):
 
 
 def test_every_artefact_is_made_by_a_stage_and_every_input_by_an_earlier_one():
-    names = [stage.name for stage in stages.STAGES]
+    names = [stage.name for stage in stage_table.STAGES]
     assert {a.made_by for a in paths.ARTEFACTS} <= set(names)
-    for position, stage in enumerate(stages.STAGES):
+    for position, stage in enumerate(stage_table.STAGES):
         assert stage.command in commands.COMMANDS
         for artefact in stage.inputs:
             assert names.index(artefact.made_by) < position, f"{stage.name} reads {artefact.path} too early"
@@ -139,7 +140,7 @@ def imported(tmp_path_factory) -> dict[str, set[str]]:
         "MNIST_MIRROR": str(bad_mirror),
         "MNIST_PIPELINE_LOCK": str(tree / "lock"),
     }
-    commands = {stage.name: (stage.cmd("jit").split()[1:], 0) for stage in stages.STAGES}  # in the DAG's order
+    commands = {stage.name: (stage.cmd("jit").split()[1:], 0) for stage in stage_table.STAGES}  # in the DAG's order
     commands["download"] = (["download", "--out", "data/raw2"], 1)  # stops at the mirror check, after its imports
     found = {}
     for stage, (args, status) in commands.items():
@@ -164,7 +165,7 @@ def imported(tmp_path_factory) -> dict[str, set[str]]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stage", [stage.name for stage in stages.STAGES])
+@pytest.mark.parametrize("stage", [stage.name for stage in stage_table.STAGES])
 def test_code_deps_cover_every_module_the_command_imports(imported, stage):
     deps = _dvc_deps()[stage]
     missing = sorted(f for f in imported[stage] if not _covered(f, deps))
@@ -179,6 +180,6 @@ def test_package_data_the_report_reads_is_a_dep():
 
 
 def test_a_stage_does_not_depend_on_code_it_never_imports():
-    deps = {name: code_deps.code_files(stages.get(name)) for name in ("download", "evaluate")}
+    deps = {name: code_deps.code_files(stage_table.get(name)) for name in ("download", "evaluate")}
     assert not any("loops/" in f or f.endswith("train.py") for f in deps["evaluate"])
     assert not any("report/" in f or "model.py" in f for f in deps["download"])

@@ -123,8 +123,8 @@ def dvc_stale(ws: Path) -> set[str]:
 
 def downstream(ws: Path, names: set[str]) -> set[str]:
     """The stages `names` and every stage after them in the pipeline (what re-running them re-runs)."""
-    from mnist_jax_pipeline import freshness
     from mnist_jax_pipeline.config.params import load
+    from mnist_jax_pipeline.orchestration import freshness
 
     params = load(ws / "params.yaml")
     found = set(names)

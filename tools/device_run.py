@@ -137,14 +137,14 @@ def locked_pins(roots: tuple[str, ...]) -> list[str]:
 
 def download_record_problems(project: Path) -> list[str]:
     """Why `project`'s data/raw is not the download stage's current output ([] when it is)."""
-    from mnist_jax_pipeline import freshness, stages
     from mnist_jax_pipeline.config.params import load
+    from mnist_jax_pipeline.orchestration import freshness, stage_table
 
     here = Path.cwd()
     os.chdir(project)
     try:
         params = "params.yaml" if Path("params.yaml").is_file() else str(ROOT / "params.yaml")
-        return freshness.Checker(load(params)).problems(freshness.Job(stages.get("download")))
+        return freshness.Checker(load(params)).problems(freshness.Job(stage_table.get("download")))
     finally:
         os.chdir(here)
 
@@ -595,11 +595,11 @@ def write_params(target: Path, summary: Path, smoke: bool) -> None:
 def raw_record(out: Path) -> None:
     """Check the carried download record against this checkout's code; where it is not current (the code
     changed after tools/device-prepare.sh), record the carried data/raw again, and say so."""
-    from mnist_jax_pipeline import freshness, stages
     from mnist_jax_pipeline.config.params import load
+    from mnist_jax_pipeline.orchestration import freshness, stage_table
 
     checker = freshness.Checker(load("params.yaml"))
-    job = freshness.Job(stages.get("download"))
+    job = freshness.Job(stage_table.get("download"))
     problems = checker.problems(job)
     if problems:
         checker.record(job, checker.inputs(job))

@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING, Any
 
 from .artefacts import atomic
 from .artefacts.atomic import discard_temps
-from .commands import COMMANDS
 from .foundation import console, paths
 from .foundation.errors import PipelineError, clip
 from .foundation.runtime import set_numerics
+from .orchestration.commands import COMMANDS
 
 if TYPE_CHECKING:
-    from .freshness import StageChecks
+    from .orchestration.freshness import StageChecks
 
 # the docstring's first line, as a constant: python -OO drops docstrings
 DESCRIPTION = "One entry point, `mnist-pipeline`, with a subcommand per stage."
@@ -158,7 +158,7 @@ def provenance_of(checks: StageChecks | None) -> Iterator[None]:
 
 def begin_checks(args: argparse.Namespace) -> StageChecks | None:
     """A stage's checks, under way while it imports its code; None for a command that is no stage."""
-    from .freshness import StageChecks  # the stage table: imported when a command runs, not for --help
+    from .orchestration.freshness import StageChecks  # the stage table: imported when a command runs, not for --help
 
     return StageChecks.begin(args)
 

@@ -1,4 +1,4 @@
-# The parameters and the stage table (src/mnist_jax_pipeline/stages.py) as rules see them.
+# The parameters and the stage table (src/mnist_jax_pipeline/orchestration/stage_table.py) as rules see them.
 import asyncio
 import contextlib
 import os
@@ -43,13 +43,7 @@ def stopped_before_start():
         sys.exit(f"error: stopped by {signal.Signals(STOPPING[0]).name} before any job started")
 
 
-from mnist_jax_pipeline import (
-    code_deps,
-    dvc_lock,
-    freshness,
-    snakemake_paths,
-    stages,
-)
+from mnist_jax_pipeline.orchestration import code_deps, dvc_lock, freshness, snakemake_paths, stage_table
 from mnist_jax_pipeline.config import sweeps
 from mnist_jax_pipeline.foundation import console, paths, runtime, variants
 from mnist_jax_pipeline.artefacts import atomic
@@ -69,7 +63,7 @@ config.update(PARAMS.to_dict())
 VARIANTS = tuple(PARAMS.variants)
 
 
-# Content, not file times, decides what is stale (src/mnist_jax_pipeline/freshness.py): each job's
+# Content, not file times, decides what is stale (src/mnist_jax_pipeline/orchestration/freshness.py): each job's
 # provenance record is compared with the files, params.yaml and code as they are now. A job that is
 # not current gets a new marker (.snakemake/provenance/<job>), its one input that is not ancient();
 # every other input is ancient(), so a file time alone never re-runs a job. The default profile
@@ -151,11 +145,11 @@ def stage_inputs(name):
     """The job's marker, the records of the jobs it reads, then the files it reads of them, ancient():
     their times decide nothing. Its code files are no input: a code change makes the job stale by
     content, which gives its marker new content."""
-    stage = stages.get(name)
+    stage = stage_table.get(name)
     own = (MARKERS / Path(stage.stamp.path).name).as_posix()
     upstream = []
     for artefact in stage.inputs:
-        maker = stages.get(artefact.made_by)
+        maker = stage_table.get(artefact.made_by)
         names = (
             [maker.stamp.path]
             if stage.per_variant or not maker.per_variant
@@ -179,7 +173,7 @@ def stage_params(name):
     """The params.yaml sections a stage reads and the digest of each code file it runs. They decide no
     re-run (the provenance records do), but they are the key of Snakemake's between-workflow cache, so a
     cached output is one of these values, made by this code."""
-    stage = stages.get(name)
+    stage = stage_table.get(name)
     return {"values": {section: config[section] for section in stage.params}, "code": CHECKER.code(stage)}
 
 
@@ -201,7 +195,7 @@ def logged(command):
 
 def stage_command(name):
     """The stage's command (the one dvc.yaml runs), logged."""
-    return logged(stages.get(name).cmd("{wildcards.variant}"))
+    return logged(stage_table.get(name).cmd("{wildcards.variant}"))
 
 
 DVC_LOCK = Path(".dvc/tmp/lock")  # DVC's own repository lock: one run at a time, across both tools
@@ -344,7 +338,7 @@ def mark_sweeps():
             differs = {section: have.get(section) for section in wanted} != wanted
             mark_one(MARKERS / folder / "params", [f"{file}: not the sweep's point"] if differs else None, [file])
             checker = freshness.Checker(validate(sweep.params(point), str(file)), str(file))
-            jobs = [freshness.Job(stages.get(name), sweep.variant, folder) for name in ("train", "evaluate")]
+            jobs = [freshness.Job(stage_table.get(name), sweep.variant, folder) for name in ("train", "evaluate")]
             stale = {job: ["its params.yaml changes"] for job in jobs} if differs else checker.stale(jobs)
             mark(jobs, stale)
             settle(jobs)
@@ -356,10 +350,10 @@ mark_sweeps()
 def point_inputs(name):
     """A sweep point's job's inputs: its marker, its params.yaml, the records of the jobs it reads, then
     its upstream files and code files, ancient()."""
-    stage = stages.get(name)
-    upstream = [stages.get("preprocess").stamp.path]
+    stage = stage_table.get(name)
+    upstream = [stage_table.get("preprocess").stamp.path]
     if name == "evaluate":
-        upstream.append(f"{POINT}/{stages.get('train').stamp.path}")
+        upstream.append(f"{POINT}/{stage_table.get('train').stamp.path}")
     own = (MARKERS / POINT / Path(stage.stamp.path.format(variant="{variant}")).name).as_posix()
     return {
         "marker": own,

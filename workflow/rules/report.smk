@@ -12,7 +12,7 @@ rule report:
             update(report(path, caption="../report/figures.rst", category="Figures"))
             for path in paths.REPORT_FIGURES.inside(*paths.REPORT_FIGURES.file_names(VARIANTS))
         ],
-        stamp=update(stages.get("report").stamp.path),
+        stamp=update(stage_table.get("report").stamp.path),
     log:
         "logs/report.log",
     params:

@@ -18,12 +18,12 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from . import code_deps, stages
-from .artefacts.provenance import Run, Stamp
+from ..artefacts.provenance import Run, Stamp
+from ..config.params import load
+from ..foundation import console, paths, variants
+from ..foundation.errors import PipelineError
+from . import code_deps, stage_table
 from .commands import COMMANDS
-from .config.params import load
-from .foundation import console, paths, variants
-from .foundation.errors import PipelineError
 from .freshness import Checker, Job
 
 POINT_STAGES = ("train", "evaluate")  # what a sweep point runs (workflow/rules/common.smk)
@@ -57,10 +57,10 @@ def _pattern(artefact: paths.Artefact) -> re.Pattern[str]:
 
 def find_job(rel: PurePosixPath) -> Job | None:
     """The job whose output (or record) `rel` is, or lies inside; a sweep point's under its folder."""
-    root, rest, allowed = Path("."), rel, [stage.name for stage in stages.STAGES]
+    root, rest, allowed = Path("."), rel, [stage.name for stage in stage_table.STAGES]
     if rel.parts[:1] == (console.SWEEPS.name,) and len(rel.parts) > 3:
         root, rest, allowed = Path(*rel.parts[:3]), PurePosixPath(*rel.parts[3:]), list(POINT_STAGES)
-    for stage in stages.STAGES:
+    for stage in stage_table.STAGES:
         if stage.name not in allowed:
             continue
         for artefact in stage.outputs:
@@ -112,7 +112,7 @@ def params_lines(stamp: Stamp, now: dict[str, Any], params_path: str) -> list[st
     return lines or [_label("params") + "none"]
 
 
-def code_lines(stamp: Stamp, stage: stages.Stage) -> list[str]:
+def code_lines(stamp: Stamp, stage: stage_table.Stage) -> list[str]:
     """The count of code files, the stage's own module first, a few with short digests."""
     module = COMMANDS[stage.command].module.partition(":")[0]
     own = (code_deps.CODE_ROOT / Path(*module.split("."))).with_suffix(".py").as_posix()

@@ -7,11 +7,11 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from .. import stages
-from ..artefacts.provenance import Hashes, Stamp
-from ..config import sweeps
-from ..foundation import paths
-from ..foundation.errors import PipelineError
+from ...artefacts.provenance import Hashes, Stamp
+from ...config import sweeps
+from ...foundation import paths
+from ...foundation.errors import PipelineError
+from .. import stage_table
 
 NO_RECORDS = (
     f"{paths.PROVENANCE}/: no provenance records; run the pipeline first (snakemake --cores all, or"
@@ -26,7 +26,7 @@ class RecordedJob:
     record: Stamp
     record_path: Path  # relative to the project root
     root: Path
-    stage: stages.Stage
+    stage: stage_table.Stage
 
     @property
     def variant(self) -> str | None:
@@ -56,7 +56,7 @@ def read(path: Path) -> RecordedJob | str:
         return f"{path}: not a provenance record (unreadable or damaged); re-run the stage that wrote it"
     root = path.parent.parent
     name, _, variant = record.stage.partition("@")
-    known = {stage.name: stage for stage in stages.STAGES}
+    known = {stage.name: stage for stage in stage_table.STAGES}
     if name not in known or known[name].stamp.at(variant or None, root) != path:
         return f"{path}: names the job '{record.stage}', which does not write this record; delete it"
     return RecordedJob(record, path, root, known[name])

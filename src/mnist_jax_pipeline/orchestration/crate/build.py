@@ -3,7 +3,7 @@
 Provenance Run Crate 0.5 (https://w3id.org/ro/wfrun/provenance/0.5) on RO-Crate 1.1, the version its
 checks are written for. The layout it asks for:
 
-- the main entity is the stage table (stages.py), a ComputationalWorkflow and HowTo whose `hasPart` are
+- the main entity is the stage table (stage_table.py), a ComputationalWorkflow and HowTo whose `hasPart` are
   the stages' commands (SoftwareApplications, the tools) and whose `step` are HowToSteps, one per stage,
   each naming its tool (`workExample`); `Snakefile` and `dvc.yaml`, the same workflow in each tool's
   language, are its `subjectOf` (as ro-crate-py links an abstract CWL description);
@@ -37,10 +37,10 @@ from rocrate.model import ComputerLanguage, ContextEntity, Entity
 from rocrate.model.computerlanguage import get_lang
 from rocrate.rocrate import ROCrate
 
-from .. import commands, stages
-from ..artefacts.provenance import Hashes
-from ..artefacts.training import RunInfo
-from ..foundation import paths
+from ...artefacts.provenance import Hashes
+from ...artefacts.training import RunInfo
+from ...foundation import paths
+from .. import commands, stage_table
 from .records import RecordedJob
 
 RO_CRATE_VERSION = "1.1"
@@ -60,7 +60,7 @@ ENGINES: dict[str, tuple[str, str | None]] = {  # the tool a record's `run.tool`
     "mnist-pipeline": ("mnist-pipeline (run by hand)", None),
 }
 MEDIA_TYPES = {".npy": "application/x-npy", ".yaml": "application/yaml", ".md": "text/markdown", ".py": "text/x-python"}
-WORKFLOW = Path("src/mnist_jax_pipeline/stages.py")
+WORKFLOW = Path("src/mnist_jax_pipeline/orchestration/stage_table.py")
 RUN_NAME = "Run of the mnist-jax-pipeline workflow"  # in every crate: how --out recognises one of its own
 DEFINITIONS = {Path("Snakefile"): "snakemake", Path("dvc.yaml"): "dvc"}
 
@@ -120,7 +120,7 @@ class CrateBuilder:
     def build(self) -> ROCrate:
         workflow = self.workflow()
         # only the stages that ran: the profile wants every tool of the workflow to be some action's instrument
-        ran = [stage for stage in stages.STAGES if any(job.stage == stage for job in self.jobs)]
+        ran = [stage for stage in stage_table.STAGES if any(job.stage == stage for job in self.jobs)]
         tools = {stage.name: self.tool(stage, i) for i, stage in enumerate(ran, start=1)}
         workflow["hasPart"] = [tool for tool, _ in tools.values()]
         workflow["step"] = [step for _, step in tools.values()]
@@ -185,7 +185,7 @@ class CrateBuilder:
         workflow["subjectOf"] = definitions
         return workflow
 
-    def tool(self, stage: stages.Stage, position: int) -> tuple[Entity, Entity]:
+    def tool(self, stage: stage_table.Stage, position: int) -> tuple[Entity, Entity]:
         """The stage's command (a SoftwareApplication) and its step of the workflow."""
         command = commands.COMMANDS[stage.command]
         tool = self._context(

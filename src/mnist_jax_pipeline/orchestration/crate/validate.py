@@ -24,7 +24,7 @@ from typing import Any
 import requests
 from requests.adapters import BaseAdapter
 
-from ..foundation.errors import PipelineError
+from ...foundation.errors import PipelineError
 
 PROFILE = "provenance-run-crate-0.5"
 CONTEXT_URL = "https://w3id.org/ro/crate/1.1/context"

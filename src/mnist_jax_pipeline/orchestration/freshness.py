@@ -26,15 +26,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from . import code_deps, stages
-from .artefacts import atomic, storage
-from .artefacts.provenance import Hashes, Run, Stamp
-from .config.params import Params, load
-from .foundation import paths
-from .foundation.errors import PipelineError
-from .foundation.runtime import package_version
+from ..artefacts import atomic, storage
+from ..artefacts.provenance import Hashes, Run, Stamp
+from ..config.params import Params, load
+from ..foundation import paths
+from ..foundation.errors import PipelineError
+from ..foundation.runtime import package_version
+from . import code_deps, stage_table
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the top-level package
 SHARED = ("download", "preprocess")  # stages whose outputs sweep points share, under the project root
 RUNTIME_PACKAGES = ("jax", "jaxlib", "numpy", "optax", "safetensors", "tensorflow-datasets", "matplotlib")
 SHOWN = 3  # problems named per job
@@ -44,7 +44,7 @@ SHOWN = 3  # problems named per job
 class Job:
     """One run of a stage: `train@jit` under `root` (a sweep point's folder, or the project root)."""
 
-    stage: stages.Stage
+    stage: stage_table.Stage
     variant: str | None = None
     root: Path = Path(".")
 
@@ -64,7 +64,7 @@ class Job:
         """The jobs whose outputs it reads, each with the paths it reads of them."""
         found: dict[Job, list[Path]] = {}
         for artefact in self.stage.inputs:
-            maker = stages.get(artefact.made_by)
+            maker = stage_table.get(artefact.made_by)
             root = Path(".") if maker.name in SHARED else self.root
             names = ([self.variant] if self.stage.per_variant else list(variants)) if artefact.per_variant else [None]
             for variant in names:
@@ -81,7 +81,7 @@ class Job:
 def jobs(variants: Iterable[str], root: Path = Path(".")) -> list[Job]:
     """Every job of the pipeline, upstream first."""
     variants = tuple(variants)
-    return [Job(stage, v, root) for stage in stages.STAGES for v in (variants if stage.per_variant else (None,))]
+    return [Job(stage, v, root) for stage in stage_table.STAGES for v in (variants if stage.per_variant else (None,))]
 
 
 def _first_difference(old: Any, new: Any, key: str) -> str | None:
@@ -115,7 +115,7 @@ class Checker:
     _code: dict[str, dict[str, str]] = field(default_factory=dict)
     _problems: dict[Job, list[str]] = field(default_factory=dict)
 
-    def code(self, stage: stages.Stage) -> dict[str, str]:
+    def code(self, stage: stage_table.Stage) -> dict[str, str]:
         """{code file: digest} of what the stage runs: the checkout's package, else the installed one."""
         if stage.name not in self._code:
             root = code_deps.CODE_ROOT if code_deps.CODE_ROOT.is_dir() else PACKAGE_DIR
@@ -251,7 +251,7 @@ class Checker:
         self.hashes.prefetch([p for job in candidates if job.stamp_path.exists() for p in job.outputs()])
         return {job: found for job in candidates if (found := self.problems(job))}
 
-    def check_installed(self, stage: stages.Stage) -> None:
+    def check_installed(self, stage: stage_table.Stage) -> None:
         """Refuse to run code other than the checkout's: the record would name code that did not run."""
         if not code_deps.CODE_ROOT.is_dir() or code_deps.CODE_ROOT.resolve() == PACKAGE_DIR:
             return
@@ -296,7 +296,7 @@ class StageChecks:
     @classmethod
     def begin(cls, args: argparse.Namespace) -> StageChecks | None:
         """For a pipeline stage's command, the checks under way; else None."""
-        if args.command not in {stage.command for stage in stages.STAGES}:
+        if args.command not in {stage.command for stage in stage_table.STAGES}:
             return None
         started, clock = now(), time.perf_counter()
         checker = Checker(load(args.params), str(args.params))
@@ -326,7 +326,7 @@ class StageChecks:
 
 def job_for(args: argparse.Namespace, params: Params) -> Job | None:
     """The pipeline job a CLI command runs, or None (not a stage, or outputs moved off the stage table's paths)."""
-    names = {stage.command: stage for stage in stages.STAGES}
+    names = {stage.command: stage for stage in stage_table.STAGES}
     stage = names.get(args.command)
     if stage is None:
         return None

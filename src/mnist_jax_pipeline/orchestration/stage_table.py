@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config.params import Params
-from .foundation import paths
+from ..config.params import Params
+from ..foundation import paths
 
 ALL_PARAMS = tuple(Params.model_fields)  # the params.yaml sections
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 
-from .foundation import paths, variants
+from ..foundation import paths, variants
 
 
 @dataclass(frozen=True)
@@ -107,12 +107,12 @@ COMMANDS: dict[str, Command] = {
         (Option("name", "the preset's name (presets/NAME.yaml)"),),
     ),
     "explain": Command(
-        "explain",
+        "orchestration.explain",
         "where an output came from: the job, its parameters, code and inputs, and whether it is current",
         (Option("path", "an output or provenance record, e.g. models/jit.safetensors"),),
     ),
     "crate": Command(
-        "crate.command",
+        "orchestration.crate.command",
         "write ro-crate-metadata.json: the last run as a Workflow Run RO-Crate",
         (
             Option("--out", "the crate's root folder, where ro-crate-metadata.json goes", "."),
@@ -125,7 +125,7 @@ COMMANDS: dict[str, Command] = {
         (VARIANT, Option("--port", "the web server's port", "8791")),
     ),
     "generate": Command(
-        "generate",
+        "orchestration.generate",
         "write the files derived from the stage table (dvc.yaml, the params schema)",
         (Option("--check", "only check that they are current", switch=True),),
     ),

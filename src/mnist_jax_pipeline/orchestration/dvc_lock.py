@@ -15,7 +15,7 @@ import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
-from .artefacts import atomic
+from ..artefacts import atomic
 from .freshness import Job
 
 DVC_LOCK = Path("dvc.lock")

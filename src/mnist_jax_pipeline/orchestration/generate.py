@@ -10,11 +10,11 @@ from pathlib import Path
 
 import yaml
 
+from ..config.params import schema
+from ..foundation import paths
+from ..foundation.errors import PipelineError
 from .code_deps import CODE_ROOT, code_files
-from .config.params import schema
-from .foundation import paths
-from .foundation.errors import PipelineError
-from .stages import STAGES, Stage
+from .stage_table import STAGES, Stage
 
 DVC_YAML = Path("dvc.yaml")
 SCHEMA_JSON = Path("workflow/schemas/params.schema.json")
@@ -90,8 +90,8 @@ def dvc_yaml() -> str:
     ]
     document = {"plots": top_plots, "stages": {stage.name: dvc_stage(stage) for stage in STAGES}}
     header = (
-        "# Generated from src/mnist_jax_pipeline/stages.py by `mnist-pipeline generate`: edit the stage\n"
-        "# table there, not this file (tests/test_stages.py fails when this copy is stale).\n"
+        "# Generated from src/mnist_jax_pipeline/orchestration/stage_table.py by `mnist-pipeline generate`:\n"
+        "# edit the stage table there, not this file (tests/test_stages.py fails when this copy is stale).\n"
         "# The top-level plots draw one line per variant that ran (templates: .dvc/plots/variants*.json).\n"
     )
     return header + yaml.safe_dump(document, sort_keys=False, width=120)
@@ -122,7 +122,7 @@ def main(args: argparse.Namespace) -> None:
             )
         print("generated files are current: " + ", ".join(map(str, GENERATED)))
         return
-    from .artefacts.atomic import write_text
+    from ..artefacts.atomic import write_text
 
     for path, make in GENERATED.items():
         write_text(path, make())

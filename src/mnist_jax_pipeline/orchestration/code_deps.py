@@ -23,11 +23,11 @@ from pathlib import Path
 
 import platformdirs
 
+from ..foundation.runtime import RUNTIME_LOCK
 from .commands import COMMANDS
-from .foundation.runtime import RUNTIME_LOCK
-from .stages import Stage
+from .stage_table import Stage
 
-PACKAGE = __package__
+PACKAGE = __package__.partition(".")[0]  # the top-level package
 CODE_ROOT = Path("src") / PACKAGE  # the checkout's package, relative to the project root
 CACHE_ENV = "MNIST_PIPELINE_CACHE"  # the import cache's file (ImportCache); empty: keep none
 

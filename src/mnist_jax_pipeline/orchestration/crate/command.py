@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..artefacts import atomic
-from ..artefacts.provenance import Hashes
-from ..foundation.errors import PipelineError
+from ...artefacts import atomic
+from ...artefacts.provenance import Hashes
+from ...foundation.errors import PipelineError
 from . import build, records
 
 METADATA = "ro-crate-metadata.json"

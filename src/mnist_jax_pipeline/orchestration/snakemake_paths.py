@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from functools import cache
 
-from .foundation import paths
-from .stages import STAGES, Stage, get
+from ..foundation import paths
+from .stage_table import STAGES, Stage, get
 
 
 def _snakemake_paths(artefact: paths.Artefact, consumer: Stage, variant_names: tuple[str, ...]) -> list[str]:

@@ -168,11 +168,11 @@ def fresh_copy(parent: Path, name: str, params: Path | None = None, raw: Path | 
 # The download stage's provenance record for the data/raw that lies there, as the stage itself writes
 # it, so that the stages after it accept that folder as its work (run in the copy, with its code).
 RECORD_DOWNLOAD = """
-from mnist_jax_pipeline import freshness, stages
+from mnist_jax_pipeline.orchestration import freshness, stage_table
 from mnist_jax_pipeline.config.params import load
 
 checker = freshness.Checker(load("params.yaml"))
-job = freshness.Job(stages.get("download"))
+job = freshness.Job(stage_table.get("download"))
 checker.record(job, checker.inputs(job))
 """
 

@@ -6,7 +6,7 @@ job done by hand (csv, dicts) and with pandas, on sizes the pipeline meets.
 1. start-up, each command once to warm the page cache, then the median of --repeats fresh processes:
    `python -c "import csv"` against `python -c "import pandas"`, `-X importtime`'s cumulative figure
    for pandas, and what pandas adds to a process that has already imported what a command imports
-   (`mnist_jax_pipeline.report.render`, the report stage's module; `comparison.compare`), and
+   (`mnist_jax_pipeline.stages.report.render`, the report stage's module; `comparison.compare`), and
    `mnist-pipeline report`'s start-up with and without pandas (in a folder without data, where the
    command stops at its first read, after its imports and params.yaml's checks);
 2. the table jobs in one process (pandas imported first), each the median of many calls, both ways,
@@ -63,7 +63,7 @@ def importtime(module: str, before: str = "") -> float:
 
 def startup(repeats: int) -> dict[str, float]:
     """Fresh-process seconds: the bare imports, and pandas on top of what a command already imports."""
-    report, compare = "mnist_jax_pipeline.report.render", "mnist_jax_pipeline.comparison.compare"
+    report, compare = "mnist_jax_pipeline.stages.report.render", "mnist_jax_pipeline.comparison.compare"
     command = "import sys; from mnist_jax_pipeline.cli import main; sys.exit(main(['report']))"
     with tempfile.TemporaryDirectory() as empty:  # params.yaml, no data: the command stops after its start-up
         shutil.copy(Path(__file__).resolve().parents[1] / "params.yaml", empty)

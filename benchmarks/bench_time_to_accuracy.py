@@ -41,16 +41,16 @@ from ruamel.yaml import YAML
 from mnist_jax_pipeline.artefacts.dataset import load_raw_split, read_manifest
 from mnist_jax_pipeline.artefacts.storage import write_json
 from mnist_jax_pipeline.config.params import Params, read_yaml, validate
-from mnist_jax_pipeline.data.datasets import SPLIT_FILES
-from mnist_jax_pipeline.data.idx import read_pair
-from mnist_jax_pipeline.data.preprocess import deskew, pixel_moments, split_indices, transform
 from mnist_jax_pipeline.foundation import variants
 from mnist_jax_pipeline.foundation.dataset_facts import NUM_CLASSES
 from mnist_jax_pipeline.foundation.errors import PipelineError
 from mnist_jax_pipeline.foundation.runtime import cpu_model, device_info, set_numerics
 from mnist_jax_pipeline.mlp import loops
 from mnist_jax_pipeline.mlp.model import loss_and_accuracy
-from mnist_jax_pipeline.train import initial_state, loop_inputs, run_epochs
+from mnist_jax_pipeline.stages.download.datasets import SPLIT_FILES
+from mnist_jax_pipeline.stages.download.idx import read_pair
+from mnist_jax_pipeline.stages.preprocess import deskew, pixel_moments, split_indices, transform
+from mnist_jax_pipeline.stages.train import initial_state, loop_inputs, run_epochs
 
 # the docstring's first line, as a constant: python -OO drops docstrings
 DESCRIPTION = (

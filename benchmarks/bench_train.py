@@ -43,16 +43,16 @@ from tutorial_loop import TutorialLoop
 
 from mnist_jax_pipeline.artefacts.storage import write_json
 from mnist_jax_pipeline.config.params import Params, read_yaml, validate
-from mnist_jax_pipeline.data.datasets import SPLIT_FILES
-from mnist_jax_pipeline.data.download import mirror_from_env
-from mnist_jax_pipeline.data.idx import read_pair
 from mnist_jax_pipeline.foundation import variants
 from mnist_jax_pipeline.foundation.dataset_facts import NUM_CLASSES
 from mnist_jax_pipeline.foundation.runtime import cpu_model, device_info, set_numerics
 from mnist_jax_pipeline.mlp import loops
 from mnist_jax_pipeline.mlp.loops.base import steps_per_epoch
 from mnist_jax_pipeline.mlp.progress import EpochProgress
-from mnist_jax_pipeline.train import initial_state, loop_inputs
+from mnist_jax_pipeline.stages.download.datasets import SPLIT_FILES
+from mnist_jax_pipeline.stages.download.idx import read_pair
+from mnist_jax_pipeline.stages.download.stage import mirror_from_env
+from mnist_jax_pipeline.stages.train import initial_state, loop_inputs
 
 # the docstring's first line, as a constant: python -OO drops docstrings
 DESCRIPTION = "Benchmark the training loops side by side in one process, and the jit_scan epoch against its roofline."

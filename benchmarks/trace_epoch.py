@@ -3,7 +3,7 @@
     python benchmarks/trace_epoch.py [--top 15] [--keep DIR]
     python benchmarks/trace_epoch.py --examples 512 --top 5    # CI smoke run
 
-The standalone version of the profile stage's op table (src/mnist_jax_pipeline/profiling/op_table/): runs
+The standalone version of the profile stage's op table (src/mnist_jax_pipeline/stages/profile/op_table/): runs
 one warm-up epoch, traces the next (synthetic data of MNIST's shape; the arithmetic does not depend
 on the values) and prints every op's count, self time, share of the traced epoch and, for the
 matrix products, the achieved GFLOP/s, with the HLO instruction it runs.
@@ -20,8 +20,8 @@ import numpy as np
 from bench_train import bench_params
 
 from mnist_jax_pipeline.mlp.loops import ScanLoop
-from mnist_jax_pipeline.profiling import op_table
-from mnist_jax_pipeline.train import initial_state, loop_inputs
+from mnist_jax_pipeline.stages.profile import op_table
+from mnist_jax_pipeline.stages.train import initial_state, loop_inputs
 
 # the docstring's first line, as a constant: python -OO drops docstrings
 DESCRIPTION = "Where one `jit_scan` epoch spends its time: a jax.profiler trace, parsed into the per-op table."

@@ -128,7 +128,7 @@ def tiny_raw(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def tiny_processed(tiny_raw: Path, make_params) -> Path:
-    from mnist_jax_pipeline.data.preprocess import preprocess
+    from mnist_jax_pipeline.stages.preprocess import preprocess
 
     out = tiny_raw.parent / "processed"
     preprocess(make_params().preprocess, tiny_raw, out)
@@ -145,7 +145,7 @@ def mirror() -> Path:
 def real_raw(tmp_path_factory) -> Path:
     """The real MNIST prepared once per test session by the download stage."""
     source = mirror_dir()
-    from mnist_jax_pipeline.data.download import download
+    from mnist_jax_pipeline.stages.download.stage import download
 
     out = tmp_path_factory.mktemp("real") / "raw"
     download(validate(base_params()), out, str(source))

@@ -20,14 +20,14 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, write_params
-from mnist_jax_pipeline import train
 from mnist_jax_pipeline.artefacts import training
 from mnist_jax_pipeline.artefacts.model_file import load_model
 from mnist_jax_pipeline.artefacts.profile_summary import read_summary
 from mnist_jax_pipeline.foundation import paths, variants
 from mnist_jax_pipeline.foundation.runtime import MATMUL_PRECISION, set_numerics
 from mnist_jax_pipeline.mlp import loops
-from mnist_jax_pipeline.profiling import stage as profile
+from mnist_jax_pipeline.stages import train
+from mnist_jax_pipeline.stages.profile import stage as profile
 
 pytestmark = pytest.mark.accelerator
 ACCELERATORS = ("gpu", "tpu")
@@ -70,7 +70,7 @@ def test_jit_and_nojit_agree_on_the_device(tmp_path, make_params, tiny_processed
 TRAIN_ONCE = """
 import sys
 from argparse import Namespace
-from mnist_jax_pipeline import train
+from mnist_jax_pipeline.stages import train
 from mnist_jax_pipeline.foundation.runtime import set_numerics
 set_numerics()
 train.main(Namespace(params=sys.argv[1], variant=sys.argv[2], processed=sys.argv[3], root=sys.argv[4]))
@@ -130,8 +130,8 @@ import jax
 sys.path.insert(0, "tests")
 from conftest import write_raw, tiny_params_dict, write_params
 from mnist_jax_pipeline.config.params import load
-from mnist_jax_pipeline.data.preprocess import preprocess
-from mnist_jax_pipeline import train
+from mnist_jax_pipeline.stages.preprocess import preprocess
+from mnist_jax_pipeline.stages import train
 from mnist_jax_pipeline.foundation.runtime import set_numerics
 set_numerics()
 out = Path(sys.argv[1])

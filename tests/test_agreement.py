@@ -13,7 +13,7 @@ from conftest import mirror_dir
 from workspace import dvc_ran, make_workspace, set_params, sh, snakemake_planned
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_data]
-TEMPLATE = "src/mnist_jax_pipeline/report/templates/report.html.j2"
+TEMPLATE = "src/mnist_jax_pipeline/stages/report/templates/report.html.j2"
 
 
 @pytest.fixture(scope="module")

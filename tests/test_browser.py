@@ -18,7 +18,7 @@ from browser import ARGS, CHROMIUM, artifacts_dir
 from conftest import TINY_VARIANTS, unavailable
 from mnist_jax_pipeline.config.params import load
 from mnist_jax_pipeline.foundation import paths
-from mnist_jax_pipeline.report.render import render
+from mnist_jax_pipeline.stages.report.render import render
 
 SCREEN = {"width": 1280, "height": 800}
 MOST_SCREENS = 3  # the tiny tree runs three variants: more cards and timeline rows than the default two

@@ -19,7 +19,7 @@ from conftest import ROOT, TINY_VARIANTS
 from mnist_jax_pipeline.artefacts import evaluation, training
 from mnist_jax_pipeline.comparison import compare
 from mnist_jax_pipeline.config.params import load
-from mnist_jax_pipeline.report.render import render
+from mnist_jax_pipeline.stages.report.render import render
 
 BIN = Path(sys.executable).parent
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]

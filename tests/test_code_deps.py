@@ -40,13 +40,13 @@ def test_the_cache_gives_the_same_files_as_a_fresh_walk_and_is_kept_between_proc
 
 
 def test_an_edited_module_is_parsed_again_even_with_the_same_size_and_time(cache, package, monkeypatch):
-    evaluate = package / "evaluate.py"
+    evaluate = package / "stages" / "evaluate.py"
     before = code_deps.code_files(stage_table.get("evaluate"), package)
     assert str(package / "config" / "sweeps.py") not in before
     source = evaluate.read_text()
     stat = evaluate.stat()
     # the same number of bytes, the same file times, one more import: the cache is keyed by content
-    edited = source.replace("from __future__ import annotations", "from .config import sweeps as _s", 1)
+    edited = source.replace("from __future__ import annotations", "from ..config import sweeps as _s", 1)
     edited = edited + " " * (len(source.encode()) - len(edited.encode()))
     assert len(edited.encode()) == stat.st_size
     evaluate.write_text(edited)
@@ -60,14 +60,14 @@ def test_a_cache_that_cannot_be_read_or_written_only_costs_time(cache, package):
     cache.write_text("{not json")
     code_deps._CACHE = None
     files = code_deps.code_files(stage_table.get("train"), package)
-    assert str(package / "train.py") in files
+    assert str(package / "stages" / "train.py") in files
     assert json.loads(cache.read_text())["version"] == code_deps.ImportCache.VERSION  # replaced whole
 
 
 def test_an_empty_setting_keeps_no_cache(tmp_path, monkeypatch, package):
     monkeypatch.setenv(code_deps.CACHE_ENV, "")
     code_deps._CACHE = None
-    assert str(package / "train.py") in code_deps.code_files(stage_table.get("train"), package)
+    assert str(package / "stages" / "train.py") in code_deps.code_files(stage_table.get("train"), package)
     assert code_deps.import_cache().file is None
 
 

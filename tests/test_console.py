@@ -60,7 +60,7 @@ def test_stage_lines_name_the_job_and_details_go_to_the_jobs_log(tmp_path, monke
     log_file.parent.mkdir()
     monkeypatch.setenv(console.LOG_ENV, str(log_file))
     console.configure("profile@jit [s/p=1]")
-    logging.getLogger("mnist_jax_pipeline.profiling.stage").info("traced 5 step call(s)")
+    logging.getLogger("mnist_jax_pipeline.stages.profile.stage").info("traced 5 step call(s)")
     console.details.info("op table\n  self ms  share")
     shown = capsys.readouterr().err
     assert shown.endswith(" INFO profile@jit [s/p=1] traced 5 step call(s)\n") and "op table" not in shown

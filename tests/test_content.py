@@ -117,7 +117,7 @@ def test_touching_code_or_outputs_reruns_nothing_editing_code_reruns_its_stages(
     for path in ("src/mnist_jax_pipeline/mlp/model.py", "data/processed/train_images.npy", "models/jit.safetensors"):
         os.utime(ws / path)
     assert agree(ws) == set()
-    template = ws / "src/mnist_jax_pipeline/report/templates/report.html.j2"
+    template = ws / "src/mnist_jax_pipeline/stages/report/templates/report.html.j2"
     template.write_text(template.read_text() + "\n")
     assert agree(ws) == {"report"}
 
@@ -138,7 +138,7 @@ def test_a_refused_dvc_repro_keeps_every_tracked_file(ws):
 
 def test_a_failed_snakemake_job_keeps_its_earlier_outputs(ws):
     set_params(ws, **{"train.epochs": 2})
-    template = ws / "src/mnist_jax_pipeline/report/templates/report.html.j2"
+    template = ws / "src/mnist_jax_pipeline/stages/report/templates/report.html.j2"
     template.write_text(template.read_text() + "{% if %}")  # the report stage fails on it
     before = {path: (ws / path).read_bytes() for path in ("plots/variants.csv", "reports/report.html")}
     done = run(ws, "snakemake", "--cores", "all")

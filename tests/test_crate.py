@@ -93,7 +93,7 @@ def test_the_crate_describes_every_job_and_validates_offline(project: Path, caps
     params = [entities[i] for i in ids(train["object"]) if entities[i]["@type"] == "PropertyValue"]
     assert {p["name"] for p in params} == {"model", "train"}
     assert {"models/jit.safetensors", "provenance/train_jit.json"} <= set(ids(train["result"]))
-    assert {"src/mnist_jax_pipeline/train.py", "requirements/runtime.txt"} <= set(ids(train["instrument"]))
+    assert {"src/mnist_jax_pipeline/stages/train.py", "requirements/runtime.txt"} <= set(ids(train["instrument"]))
     swept = actions[f"#run/{POINT}/train@jit"]
     assert f"{POINT}/models/jit.safetensors" in ids(swept["result"])
     assert (

@@ -15,13 +15,13 @@ import numpy as np
 import optax
 import pytest
 
-from mnist_jax_pipeline import train
 from mnist_jax_pipeline.config.params import Params, TrainConfig
 from mnist_jax_pipeline.foundation import variants
 from mnist_jax_pipeline.foundation.dataset_facts import NUM_CLASSES
 from mnist_jax_pipeline.mlp import loops
 from mnist_jax_pipeline.mlp.loops.base import LoopInputs, TrainState, batch_bounds, make_update
 from mnist_jax_pipeline.mlp.model import one_hot
+from mnist_jax_pipeline.stages import train
 
 
 def reference_init_layer(in_size, out_size, key, scale):

@@ -6,11 +6,11 @@ import pytest
 
 from conftest import unavailable
 from mnist_jax_pipeline.artefacts.dataset import read_manifest
-from mnist_jax_pipeline.data import download as dl
-from mnist_jax_pipeline.data.datasets import PINNED, sha256_of
-from mnist_jax_pipeline.data.idx import read_pair
 from mnist_jax_pipeline.foundation.dataset_facts import SPLIT_SIZES
 from mnist_jax_pipeline.foundation.errors import PipelineError
+from mnist_jax_pipeline.stages.download import stage as dl
+from mnist_jax_pipeline.stages.download.datasets import PINNED, sha256_of
+from mnist_jax_pipeline.stages.download.idx import read_pair
 
 
 @pytest.mark.parametrize("dataset", ["mnist", "fashion_mnist"])

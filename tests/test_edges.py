@@ -17,7 +17,8 @@ import pytest
 from conftest import ROOT, adopt, run_stages, tiny_params_dict, without_root_powers, write_params, write_raw
 from mnist_jax_pipeline.artefacts import atomic
 from mnist_jax_pipeline.cli import main
-from mnist_jax_pipeline.config.params import MAX_FILE_BYTES, read_yaml, sweeps, validate
+from mnist_jax_pipeline.config import sweeps
+from mnist_jax_pipeline.config.params import MAX_FILE_BYTES, read_yaml, validate
 from mnist_jax_pipeline.foundation import paths
 from mnist_jax_pipeline.foundation.errors import PipelineError
 
@@ -172,7 +173,7 @@ def test_snakemake_refuses_bad_params_before_scheduling_any_job(project):
 
 
 def test_an_unreadable_mirror_file_is_one_line(project):
-    from mnist_jax_pipeline.data.datasets import PINNED
+    from mnist_jax_pipeline.stages.download.datasets import PINNED
 
     mirror = project / "mirror"
     mirror.mkdir()
@@ -302,7 +303,7 @@ def c_locale() -> dict[str, str]:
 def test_text_is_written_and_read_as_utf8_whatever_the_locale(project):
     text = "98.5% \u2026 2\u00b3\u00b2 r\u00e9glages"
     code = (
-        "import locale; from mnist_jax_pipeline import code_deps; from mnist_jax_pipeline.artefacts import atomic;"
+        "import locale; from mnist_jax_pipeline.orchestration import code_deps; from mnist_jax_pipeline.artefacts import atomic;"
         " assert locale.getpreferredencoding(False) == 'ANSI_X3.4-1968', locale.getpreferredencoding(False);"
         f" atomic.write_text({str(project / 'out.md')!r}, {ascii(text)});"
         " code_deps.command_code('report')"

@@ -6,10 +6,10 @@ import pytest
 from mnist_jax_pipeline.artefacts import evaluation, storage
 from mnist_jax_pipeline.artefacts.evaluation import ClassScores, ConfusionRow
 from mnist_jax_pipeline.artefacts.model_file import ModelMetadata, save_model
-from mnist_jax_pipeline.evaluate import confusion_matrix, evaluate, per_class
 from mnist_jax_pipeline.foundation import paths
 from mnist_jax_pipeline.foundation.errors import PipelineError
 from mnist_jax_pipeline.mlp.model import init_params
+from mnist_jax_pipeline.stages.evaluate import confusion_matrix, evaluate, per_class
 
 
 def test_confusion_matrix_and_per_class():

@@ -14,7 +14,7 @@ from mnist_jax_pipeline.foundation import runtime
 
 WAITER = """
 import sys
-from mnist_jax_pipeline import console
+from mnist_jax_pipeline.foundation import console
 from mnist_jax_pipeline.foundation.errors import PipelineError
 from mnist_jax_pipeline.foundation.runtime import exclusive
 console.configure("train@jit")

@@ -148,7 +148,7 @@ def test_a_model_names_its_job_parameters_code_inputs_and_state(runs, capsys, mo
     params = "\n".join(lines[lines.index(next(t for t in lines if t.startswith("  params"))) :])
     assert "model: " in params and "layer_sizes=[784,64,10]" in params and "train: " in params
     assert "step_size=0.01" in params and "epochs=1" in params
-    assert line(lines, "code").split(": ")[1].startswith("src/mnist_jax_pipeline/train.py ")
+    assert line(lines, "code").split(": ")[1].startswith("src/mnist_jax_pipeline/stages/train.py ")
     processed = file_sha256(ws / "data/processed/train_images.npy")
     assert f"train_images.npy {processed[:8]}" in "\n".join(lines)
     assert line(lines, "inputs").startswith("data/processed (preprocess): 7 files: ")

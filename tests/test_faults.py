@@ -14,9 +14,9 @@ import psutil
 import pytest
 
 from conftest import ROOT, mirror_dir, without_root_powers, write_params
-from mnist_jax_pipeline import train
 from mnist_jax_pipeline.foundation import paths
 from mnist_jax_pipeline.foundation.errors import PipelineError
+from mnist_jax_pipeline.stages import train
 from workspace import dvc_ran, env, make_workspace, set_params, sh, snakemake_planned
 
 TRAINING_DONE_BY_KILL = {"train", "evaluate", "profile", "report"}

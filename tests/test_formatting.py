@@ -11,8 +11,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from mnist_jax_pipeline.report.figures import STYLE
-from mnist_jax_pipeline.report.formatting import (
+from mnist_jax_pipeline.stages.report.figures import STYLE
+from mnist_jax_pipeline.stages.report.formatting import (
     flops,
     href,
     memory_stat,
@@ -24,7 +24,7 @@ from mnist_jax_pipeline.report.formatting import (
     size,
     sizes_in,
 )
-from mnist_jax_pipeline.report.ticks import cap_axis, log_axis, log_ticks
+from mnist_jax_pipeline.stages.report.ticks import cap_axis, log_axis, log_ticks
 
 SCIENTIFIC = ("e+", "e-", "×", "10^", "$")
 

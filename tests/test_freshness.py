@@ -35,7 +35,7 @@ def test_a_stage_records_what_it_was_made_from(project):
     record = json.loads((project / "provenance/preprocess.json").read_text())
     assert record["stage"] == "preprocess"
     assert record["params"] == {"preprocess": load("params.yaml").to_dict()["preprocess"]}
-    assert "src/mnist_jax_pipeline/data/preprocess.py" in record["code"]
+    assert "src/mnist_jax_pipeline/stages/preprocess.py" in record["code"]
     assert "data/raw/manifest.json" in record["inputs"]
     assert set(record["outputs"]) == {f"data/processed/{name}" for name in os.listdir("data/processed")}
     assert problems("preprocess") == []

@@ -8,13 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mnist_jax_pipeline.data.idx import (
-    UBYTE,
-    IdxError,
-    parse_idx,
-    read_idx,
-    read_pair,
-)
+from mnist_jax_pipeline.stages.download.idx import UBYTE, IdxError, parse_idx, read_idx, read_pair
 
 
 def encode_idx(array: np.ndarray) -> bytes:

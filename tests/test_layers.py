@@ -27,11 +27,23 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("foundation", frozenset({"foundation"})),
     ("artefacts", frozenset({"artefacts"})),
     ("config", frozenset({"config"})),
-    ("data", frozenset({"data"})),
     ("JAX core", frozenset({"mlp"})),
-    ("stages", frozenset({"train", "evaluate", "profiling", "report"})),
+    (
+        "stages",
+        frozenset(
+            {
+                "stages",
+                "stages.download",
+                "stages.preprocess",
+                "stages.train",
+                "stages.evaluate",
+                "stages.profile",
+                "stages.report",
+            }
+        ),
+    ),
     # The comparison commands (`compare`, `show`) draw their page with the report's figures and templates.
-    ("comparison", frozenset({"comparison", "viewer"})),
+    ("comparison", frozenset({"comparison"})),
     ("orchestration", frozenset({"orchestration"})),
     ("entry point", frozenset({"cli"})),
 )
@@ -180,10 +192,13 @@ def test_no_module_shadows_the_standard_library() -> None:
     [
         ("from ...cli import main\n", "mnist_jax_pipeline.cli: layer 'entry point' is above 'JAX core'"),
         (
-            "from ..report.figures import draw\n",
-            "mnist_jax_pipeline.report.figures: layer 'stages' is above 'JAX core'",
+            "from ..stages.report.figures import draw\n",
+            "mnist_jax_pipeline.stages.report.figures: layer 'stages' is above 'JAX core'",
         ),
-        ("def f():\n    from mnist_jax_pipeline import train\n", "mnist_jax_pipeline.train: layer 'stages' is above"),
+        (
+            "def f():\n    from mnist_jax_pipeline.stages import train\n",
+            "mnist_jax_pipeline.stages.train: layer 'stages' is above",
+        ),
         (
             "from ... import cli\nfrom . import loops\n",
             "mnist_jax_pipeline.cli: layer 'entry point' is above 'JAX core'",
@@ -197,10 +212,11 @@ def test_a_climbing_import_is_named(source: str, expected: str) -> None:
 
 
 def test_a_stage_importing_another_stage_is_named() -> None:
-    found = violations("report.memory", SRC / "report" / "memory.py", "from ..profiling.pprof import short_frame\n")
+    memory = SRC / "stages" / "report" / "memory.py"
+    found = violations("stages.report.memory", memory, "from ..profile.pprof import short_frame\n")
     assert found == [
-        "src/mnist_jax_pipeline/report/memory.py:1 imports mnist_jax_pipeline.profiling.pprof:"
-        " 'report' and 'profiling' are independent stages"
+        "src/mnist_jax_pipeline/stages/report/memory.py:1 imports mnist_jax_pipeline.stages.profile.pprof:"
+        " 'stages.report' and 'stages.profile' are independent stages"
     ]
 
 

@@ -16,12 +16,12 @@ import optax
 import pytest
 
 from conftest import ROOT, write_params
-from mnist_jax_pipeline import train
 from mnist_jax_pipeline.artefacts import training
 from mnist_jax_pipeline.artefacts.model_file import load_model
 from mnist_jax_pipeline.foundation import paths, variants
 from mnist_jax_pipeline.mlp import loops
 from mnist_jax_pipeline.mlp.loops.base import TrainingLoop, make_optimizer, onecycle_schedule
+from mnist_jax_pipeline.stages import train
 
 # Same bound as jit vs nojit (tests/test_train.py): the scan reorders no arithmetic, XLA only
 # fuses it differently. Measured difference on the tiny data: 0.0 (bit-identical), shuffled or not.
@@ -100,8 +100,8 @@ import jax
 sys.path.insert(0, "tests")
 from conftest import write_raw, tiny_params_dict, write_params
 from mnist_jax_pipeline.config.params import load
-from mnist_jax_pipeline.data.preprocess import preprocess
-from mnist_jax_pipeline import train
+from mnist_jax_pipeline.stages.preprocess import preprocess
+from mnist_jax_pipeline.stages import train
 out = Path(sys.argv[1])
 write_raw(out / "raw")
 raw = tiny_params_dict(model={"layer_sizes": [784, 64, 64, 10]}, train={"shuffle": True})
@@ -293,8 +293,8 @@ def test_time_to_accuracy_benchmark_on_the_download_stages_data_matches_the_pipe
     """With --raw the benchmark trains on exactly what the pipeline trains on: seed 0 is train@jit_scan."""
     from conftest import write_raw
     from mnist_jax_pipeline.config.params import load
-    from mnist_jax_pipeline.data.preprocess import preprocess
     from mnist_jax_pipeline.mlp.model import loss_and_accuracy
+    from mnist_jax_pipeline.stages.preprocess import preprocess
 
     raw = write_raw(tmp_path / "raw")
     done = subprocess.run(

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import unavailable
 from mnist_jax_pipeline.foundation.errors import PipelineError
-from mnist_jax_pipeline.profiling import pprof
+from mnist_jax_pipeline.stages.profile import pprof
 
 
 @pytest.fixture(scope="module")

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 
 from mnist_jax_pipeline.artefacts.dataset import load_split, read_manifest
-from mnist_jax_pipeline.data.preprocess import deskew, preprocess, split_indices
 from mnist_jax_pipeline.foundation.errors import PipelineError
+from mnist_jax_pipeline.stages.preprocess import deskew, preprocess, split_indices
 
 
 def test_defaults_reproduce_the_tutorial_input(tiny_raw, make_params):
@@ -52,7 +52,7 @@ def test_deskew_stands_a_slanted_stroke_upright_at_the_centre():
 
 
 def test_deskew_leaves_blank_and_single_row_images_and_works_in_chunks(monkeypatch):
-    import mnist_jax_pipeline.data.preprocess as module
+    import mnist_jax_pipeline.stages.preprocess as module
 
     blank, row = np.zeros((28, 28), np.uint8), np.zeros((28, 28), np.uint8)
     row[5, 3:9] = 200
@@ -120,7 +120,7 @@ def test_data_of_another_dataset_is_refused(tiny_raw, tmp_path):
     import yaml
 
     from conftest import base_params
-    from mnist_jax_pipeline.data.preprocess import main as preprocess_main
+    from mnist_jax_pipeline.stages.preprocess import main as preprocess_main
 
     raw = base_params()
     raw["data"]["dataset"] = "fashion_mnist"

@@ -25,9 +25,9 @@ from mnist_jax_pipeline.foundation.errors import PipelineError
 from mnist_jax_pipeline.mlp import loops
 from mnist_jax_pipeline.mlp.loops.base import loop_inputs
 from mnist_jax_pipeline.mlp.model import init_params
-from mnist_jax_pipeline.profiling import op_table, pprof
-from mnist_jax_pipeline.profiling.stage import POINTS, profile
-from mnist_jax_pipeline.train import initial_state
+from mnist_jax_pipeline.stages.profile import op_table, pprof
+from mnist_jax_pipeline.stages.profile.stage import POINTS, profile
+from mnist_jax_pipeline.stages.train import initial_state
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZES = [784, 32, 10]
@@ -199,7 +199,7 @@ def _traced(run: dict[str, Any], variant: str, attempt: int) -> OpTable:
     """The op table of `variant`: the module's own profile for jit at the first attempt, else a new trace."""
     from mnist_jax_pipeline.artefacts.dataset import load_split
     from mnist_jax_pipeline.artefacts.model_file import load_model
-    from mnist_jax_pipeline.profiling.stage import trace
+    from mnist_jax_pipeline.stages.profile.stage import trace
 
     if variant == "jit" and attempt == 0:
         return run["typed"].trace.table

@@ -22,10 +22,10 @@ from mnist_jax_pipeline.config.params import load
 from mnist_jax_pipeline.foundation import paths
 from mnist_jax_pipeline.foundation.errors import PipelineError
 from mnist_jax_pipeline.foundation.variants import get
-from mnist_jax_pipeline.report import provenance
-from mnist_jax_pipeline.report.formatting import ratio, seconds, size
-from mnist_jax_pipeline.report.memory import clean_svg
-from mnist_jax_pipeline.report.render import render
+from mnist_jax_pipeline.stages.report import provenance
+from mnist_jax_pipeline.stages.report.formatting import ratio, seconds, size
+from mnist_jax_pipeline.stages.report.memory import clean_svg
+from mnist_jax_pipeline.stages.report.render import render
 
 SECTIONS = ("dataset", "training", "timing", "trace", "evaluation", "memory", "provenance")
 EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*["']?\s*(?!data:|#)[a-z]+:|url\(\s*["']?\s*(?!data:|#)""", re.I)
@@ -403,8 +403,8 @@ def _check_ticks(name: str, fig) -> None:
 def test_report_figures_have_plain_ticks_that_never_collide(report_tree: Path) -> None:
     from matplotlib import style as mpl_style
 
-    from mnist_jax_pipeline.report.figures import STYLE, all_figures
-    from mnist_jax_pipeline.report.inputs import read_all
+    from mnist_jax_pipeline.stages.report.figures import STYLE, all_figures
+    from mnist_jax_pipeline.stages.report.inputs import read_all
 
     with mpl_style.context(["default", STYLE]):
         figures = all_figures(read_all(load("params.yaml").variants))

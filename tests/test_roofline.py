@@ -24,7 +24,7 @@ import bench_train  # noqa: E402
 import roofline  # noqa: E402
 from tutorial_loop import TutorialLoop  # noqa: E402
 
-from mnist_jax_pipeline.train import initial_state, loop_inputs  # noqa: E402
+from mnist_jax_pipeline.stages.train import initial_state, loop_inputs  # noqa: E402
 
 DOT = re.compile(r"= f32\[(\d+),(\d+)\]\{[^}]*\} dot\(.*?lhs_contracting_dims=\{(\d)\}, rhs_contracting_dims=\{(\d)\}")
 

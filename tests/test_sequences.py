@@ -58,8 +58,8 @@ OUTPUTS = (
     "reports/report.html",
 )
 SOURCES = (
-    "src/mnist_jax_pipeline/evaluate.py",
-    "src/mnist_jax_pipeline/report/render.py",
+    "src/mnist_jax_pipeline/stages/evaluate.py",
+    "src/mnist_jax_pipeline/stages/report/render.py",
     "src/mnist_jax_pipeline/mlp/model.py",
 )
 STAGES = ("preprocess", "train@jit", "evaluate@jit", "profile@jit", "report")
@@ -205,7 +205,7 @@ class Sequences(RuleBasedStateMachine):
     @rule(tool=st.sampled_from(("snakemake", "dvc")), after=st.floats(4, 14))
     def stopped_mid_stage(self, tool: str, after: float) -> None:
         """A change that re-runs training, then Ctrl-C once a stage runs."""
-        path = self.ws / "src/mnist_jax_pipeline/evaluate.py"
+        path = self.ws / "src/mnist_jax_pipeline/stages/evaluate.py"
         with open(path, "a", encoding="utf-8") as handle:
             handle.write("# edited\n")
         self.deleted_before = self.deleted()

@@ -175,7 +175,7 @@ def test_code_deps_cover_every_module_the_command_imports(imported, stage):
 
 def test_package_data_the_report_reads_is_a_dep():
     deps = _dvc_deps()["report"]
-    for template in (ROOT / "src" / PACKAGE / "report" / "templates").iterdir():
+    for template in (ROOT / "src" / PACKAGE / "stages" / "report" / "templates").iterdir():
         assert _covered(template.relative_to(ROOT).as_posix(), deps)
 
 

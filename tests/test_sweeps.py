@@ -220,7 +220,7 @@ def test_every_run_of_a_large_sweep_has_its_own_look():
 def test_a_failed_exp_list_queues_nothing(tmp_path, monkeypatch, capsys):
     """Without DVC's list of experiments every point would look new: sweep-queue stops in one line instead."""
     from mnist_jax_pipeline.cli import main
-    from mnist_jax_pipeline.config.params import sweeps
+    from mnist_jax_pipeline.config import sweeps
 
     bin_dir, log = tmp_path / "bin", tmp_path / "dvc-calls.log"
     bin_dir.mkdir()

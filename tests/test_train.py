@@ -5,13 +5,13 @@ import numpy as np
 import pytest
 
 from conftest import write_params
-from mnist_jax_pipeline import train
 from mnist_jax_pipeline.artefacts import atomic, training
 from mnist_jax_pipeline.artefacts.model_file import load_model
 from mnist_jax_pipeline.config.params import Params
 from mnist_jax_pipeline.foundation import paths
 from mnist_jax_pipeline.foundation.errors import PipelineError
 from mnist_jax_pipeline.mlp.loops.base import batch_bounds
+from mnist_jax_pipeline.stages import train
 
 # Largest |jit - nojit| difference of any final parameter after 3 epochs on the tiny data
 # was 7.5e-9 (no shuffle) and 5.6e-9 (shuffle): rounding of fused vs op-by-op float32 arithmetic.

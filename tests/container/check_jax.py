@@ -15,7 +15,7 @@ import sys
 from importlib import metadata
 
 STAGE_START = """
-from mnist_jax_pipeline import console
+from mnist_jax_pipeline.foundation import console
 from mnist_jax_pipeline.foundation.runtime import set_numerics
 console.configure("check_jax")  # mnist-pipeline's logging, as every stage sets it
 set_numerics()

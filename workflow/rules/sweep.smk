@@ -58,7 +58,7 @@ rule sweep_evaluate:
 rule sweep_compare:
     input:
         sweep_files,
-        code_deps.command_code("compare", ("report/templates",)),
+        code_deps.command_code("compare", ("stages/report/templates",)),
         sweep="sweeps/{sweep}.yaml",
     output:
         f"sweeps/{{sweep}}/{paths.COMPARE_HTML}",

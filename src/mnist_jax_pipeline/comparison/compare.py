@@ -31,10 +31,10 @@ from ..config import sweeps
 from ..config.params import load
 from ..foundation import paths
 from ..foundation.errors import PipelineError
-from ..report.figures import STYLE, png_bytes, variant_color
-from ..report.provenance import generated_at
-from ..report.render import environment
-from ..report.ticks import log_axis
+from ..stages.report.figures import STYLE, png_bytes, variant_color
+from ..stages.report.provenance import generated_at
+from ..stages.report.render import environment
+from ..stages.report.ticks import log_axis
 from . import experiments
 from .experiments import flatten
 

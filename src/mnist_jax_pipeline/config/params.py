@@ -53,7 +53,7 @@ class DataConfig(Section):
 
 class PreprocessConfig(Section):
     deskew: bool = Field(
-        description="shear each image upright about its centre of mass (data/preprocess.py), before normalize"
+        description="shear each image upright about its centre of mass (stages/preprocess.py), before normalize"
     )
     normalize: Literal["none", "unit", "standardize"]
     flatten: bool

@@ -33,7 +33,7 @@ CACHE_ENV = "MNIST_PIPELINE_CACHE"  # the import cache's file (ImportCache); emp
 
 
 def module_file(module: str, root: Path = CODE_ROOT) -> Path | None:
-    """The source file of a package module ('mnist_jax_pipeline.report.render'), or None."""
+    """The source file of a package module ('mnist_jax_pipeline.stages.report.render'), or None."""
     parts = module.split(".")[1:]
     if not parts:
         return root / "__init__.py"

@@ -52,26 +52,26 @@ ROOT = Option("--root", "folder the stage's outputs go under, as laid out in pat
 COMMANDS: dict[str, Command] = {
     "check": Command("config.params", "validate the parameters file and exit"),
     "download": Command(
-        "data.download",
+        "stages.download.stage",
         "download and prepare the dataset with TFDS (honours MNIST_MIRROR)",
         (Option("--out", "output folder", paths.RAW.path),),
     ),
     "preprocess": Command(
-        "data.preprocess",
+        "stages.preprocess",
         "write the versioned training arrays",
         (
             Option("--raw", "the download stage's folder", paths.RAW.path),
             Option("--out", "output folder", paths.PROCESSED.path),
         ),
     ),
-    "train": Command("train", "train one variant of the MLP", (VARIANT, PROCESSED, ROOT)),
-    "evaluate": Command("evaluate", "evaluate one trained variant", (VARIANT, PROCESSED, ROOT)),
+    "train": Command("stages.train", "train one variant of the MLP", (VARIANT, PROCESSED, ROOT)),
+    "evaluate": Command("stages.evaluate", "evaluate one trained variant", (VARIANT, PROCESSED, ROOT)),
     "profile": Command(
-        "profiling.stage",
+        "stages.profile.stage",
         "execution trace and device-memory snapshots (pprof) of one trained variant",
         (VARIANT, PROCESSED, ROOT),
     ),
-    "report": Command("report.render", "render reports/report.html and reports/summary.md"),
+    "report": Command("stages.report.render", "render reports/report.html and reports/summary.md"),
     "sweep-point": Command(
         "config.sweeps:write_point",
         "write a sweep point's params.yaml (Snakemake runs it)",
@@ -120,7 +120,7 @@ COMMANDS: dict[str, Command] = {
         ),
     ),
     "viewer": Command(
-        "viewer",
+        "stages.profile.viewer",
         "the profile's trace in XProf, served on 127.0.0.1 only (the profile-viewer extra)",
         (VARIANT, Option("--port", "the web server's port", "8791")),
     ),

@@ -65,7 +65,7 @@ STAGES: tuple[Stage, ...] = (
         "report",
         "report",
         params=ALL_PARAMS,
-        data=("report/templates",),
+        data=("stages/report/templates",),
         inputs=(
             paths.RAW,
             paths.PROCESSED,

@@ -7,16 +7,16 @@ import logging
 
 import numpy as np
 
-from .artefacts import storage
-from .artefacts.dataset import load_split
-from .artefacts.evaluation import ClassScores, ConfusionRow, EvalDetails, EvalMetrics
-from .artefacts.model_file import load_model
-from .config.params import load
-from .foundation import paths
-from .foundation.dataset_facts import NUM_CLASSES
-from .foundation.errors import PipelineError
-from .foundation.runtime import exclusive
-from .mlp.model import predict_classes
+from ..artefacts import storage
+from ..artefacts.dataset import load_split
+from ..artefacts.evaluation import ClassScores, ConfusionRow, EvalDetails, EvalMetrics
+from ..artefacts.model_file import load_model
+from ..config.params import load
+from ..foundation import paths
+from ..foundation.dataset_facts import NUM_CLASSES
+from ..foundation.errors import PipelineError
+from ..foundation.runtime import exclusive
+from ..mlp.model import predict_classes
 
 log = logging.getLogger(__name__)
 

@@ -24,11 +24,11 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from ..artefacts import atomic, storage
-from ..artefacts.dataset import Manifest, SourceFile, SplitCount
-from ..config.params import Params, load
-from ..foundation import console, paths
-from ..foundation.errors import PipelineError
+from ...artefacts import atomic, storage
+from ...artefacts.dataset import Manifest, SourceFile, SplitCount
+from ...config.params import Params, load
+from ...foundation import console, paths
+from ...foundation.errors import PipelineError
 from .datasets import PINNED, SPLIT_FILES, PinnedFile, sha256_of
 from .idx import read_pair
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import bisect
 import collections
 
-from ...artefacts.profile_summary import MatmulTotals, OpRow, OpTable
+from ....artefacts.profile_summary import MatmulTotals, OpRow, OpTable
 from .events import Event, Thread, event_thread, op_events, thread_names
 from .hlo import hlo_ops, module_name
 from .timeline import completion_times, op_name, self_times, step_timeline, step_windows, union_length

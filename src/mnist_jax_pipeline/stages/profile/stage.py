@@ -33,10 +33,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..artefacts import atomic, storage
-from ..artefacts.dataset import load_split
-from ..artefacts.model_file import HostParams, layer_sizes_of, load_model
-from ..artefacts.profile_summary import (
+from ...artefacts import atomic, storage
+from ...artefacts.dataset import load_split
+from ...artefacts.model_file import HostParams, layer_sizes_of, load_model
+from ...artefacts.profile_summary import (
     INSTALL_HINT,
     Allocation,
     PeakMemory,
@@ -46,14 +46,14 @@ from ..artefacts.profile_summary import (
     Trace,
     short_frame,
 )
-from ..config.params import Params, load
-from ..foundation import console, paths, variants
-from ..foundation.dataset_facts import NUM_CLASSES
-from ..foundation.errors import PipelineError
-from ..foundation.runtime import exclusive, peak_rss_bytes
-from ..mlp import loops
-from ..mlp.loops.base import TrainState, epoch_order, loop_inputs, make_optimizer, make_update, targets_of
-from ..mlp.model import MLPParams, batched_predict, init_params
+from ...config.params import Params, load
+from ...foundation import console, paths, variants
+from ...foundation.dataset_facts import NUM_CLASSES
+from ...foundation.errors import PipelineError
+from ...foundation.runtime import exclusive, peak_rss_bytes
+from ...mlp import loops
+from ...mlp.loops.base import TrainState, epoch_order, loop_inputs, make_optimizer, make_update, targets_of
+from ...mlp.model import MLPParams, batched_predict, init_params
 from . import op_table, pprof
 
 log = logging.getLogger(__name__)

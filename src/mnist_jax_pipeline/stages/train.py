@@ -20,18 +20,18 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from .artefacts import atomic, storage
-from .artefacts.dataset import load_split
-from .artefacts.model_file import ModelMetadata, save_model
-from .artefacts.training import EpochRecord, RunInfo, TrainMetrics, XlaAnalysis
-from .config.params import Params, load
-from .foundation import console, paths, variants
-from .foundation.errors import PipelineError
-from .foundation.runtime import device_info, exclusive, peak_rss_bytes
-from .mlp import loops
-from .mlp.loops.base import LoopInputs, TrainState, loop_inputs, make_optimizer, steps_per_epoch
-from .mlp.model import init_params, loss_and_accuracy
-from .mlp.progress import EpochProgress
+from ..artefacts import atomic, storage
+from ..artefacts.dataset import load_split
+from ..artefacts.model_file import ModelMetadata, save_model
+from ..artefacts.training import EpochRecord, RunInfo, TrainMetrics, XlaAnalysis
+from ..config.params import Params, load
+from ..foundation import console, paths, variants
+from ..foundation.errors import PipelineError
+from ..foundation.runtime import device_info, exclusive, peak_rss_bytes
+from ..mlp import loops
+from ..mlp.loops.base import LoopInputs, TrainState, loop_inputs, make_optimizer, steps_per_epoch
+from ..mlp.model import init_params, loss_and_accuracy
+from ..mlp.progress import EpochProgress
 
 log = logging.getLogger(__name__)
 

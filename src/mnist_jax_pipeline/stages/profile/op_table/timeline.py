@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ...artefacts.profile_summary import Timeline, TimelineEvent
+from ....artefacts.profile_summary import Timeline, TimelineEvent
 from .events import STEP_ANNOTATION, Event, Thread, event_end, event_thread
 
 TIMELINE_EVENTS = 600  # at most this many events in the stored timeline of one step

@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ...foundation import paths
-from ...foundation.errors import PipelineError, missing, remake
+from ....foundation import paths
+from ....foundation.errors import PipelineError, missing, remake
 
 Event = dict[str, Any]
 Thread = tuple[Any, Any]  # (pid, tid)

@@ -17,13 +17,13 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from ..artefacts import atomic, storage
-from ..artefacts.dataset import Stats
-from ..artefacts.dropped import PARKED, park
-from ..artefacts.training import VariantEpoch
-from ..config.params import Params, load
-from ..foundation import paths, variants
-from ..foundation.dataset_facts import NUM_CLASSES
+from ...artefacts import atomic, storage
+from ...artefacts.dataset import Stats
+from ...artefacts.dropped import PARKED, park
+from ...artefacts.training import VariantEpoch
+from ...config.params import Params, load
+from ...foundation import paths, variants
+from ...foundation.dataset_facts import NUM_CLASSES
 from .figures import SAMPLE_DIGITS, draw_all, draw_icicles, ordered_splits
 from .formatting import FILTERS
 from .inputs import Artefacts, VariantResults, read_all

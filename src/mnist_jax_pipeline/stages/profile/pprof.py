@@ -23,8 +23,8 @@ from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
 
-from ..artefacts.profile_summary import Allocation, Executables, SnapshotDiff
-from ..foundation.errors import missing, remake
+from ...artefacts.profile_summary import Allocation, Executables, SnapshotDiff
+from ...foundation.errors import missing, remake
 
 log = logging.getLogger(__name__)
 

@@ -22,10 +22,10 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 
-from ..artefacts.dataset import SplitStats, Stats
-from ..artefacts.profile_summary import Allocation, ProfileSummary, short_frame
-from ..foundation import paths
-from ..foundation.dataset_facts import NUM_CLASSES
+from ...artefacts.dataset import SplitStats, Stats
+from ...artefacts.profile_summary import Allocation, ProfileSummary, short_frame
+from ...foundation import paths
+from ...foundation.dataset_facts import NUM_CLASSES
 from .formatting import plain, seconds, seconds_tick
 from .formatting import size as byte_size
 from .inputs import Artefacts, VariantResults

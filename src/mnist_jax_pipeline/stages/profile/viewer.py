@@ -16,8 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .foundation import paths
-from .foundation.errors import PipelineError
+from ...foundation import paths
+from ...foundation.errors import PipelineError
 
 HOST = "127.0.0.1"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..foundation.errors import PipelineError
+from ...foundation.errors import PipelineError
 
 UBYTE = 0x08
 

@@ -13,11 +13,11 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..artefacts.profile_summary import INSTALL_HINT, Allocation, OpRow, ProfileSummary, Snapshot, short_frame
-from ..artefacts.training import XlaAnalysis
-from ..foundation import paths, variants
-from ..foundation.errors import remake
-from ..foundation.paths import SNAPSHOTS
+from ...artefacts.profile_summary import INSTALL_HINT, Allocation, OpRow, ProfileSummary, Snapshot, short_frame
+from ...artefacts.training import XlaAnalysis
+from ...foundation import paths, variants
+from ...foundation.errors import remake
+from ...foundation.paths import SNAPSHOTS
 from .formatting import href, size
 from .inputs import Artefacts
 

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..artefacts import evaluation, training
-from ..artefacts.dataset import Manifest, Stats, load_split, read_manifest, read_stats
-from ..artefacts.evaluation import EvalDetails, EvalMetrics
-from ..artefacts.profile_summary import ProfileSummary, read_summary
-from ..artefacts.training import EpochRecord, RunInfo, TrainMetrics
-from ..foundation import paths
+from ...artefacts import evaluation, training
+from ...artefacts.dataset import Manifest, Stats, load_split, read_manifest, read_stats
+from ...artefacts.evaluation import EvalDetails, EvalMetrics
+from ...artefacts.profile_summary import ProfileSummary, read_summary
+from ...artefacts.training import EpochRecord, RunInfo, TrainMetrics
+from ...foundation import paths
 
 
 @dataclass(frozen=True)

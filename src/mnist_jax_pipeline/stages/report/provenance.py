@@ -9,9 +9,9 @@ import subprocess
 from datetime import UTC, datetime
 from typing import Any
 
-from ..artefacts.dataset import Manifest
-from ..foundation.paths import PIPELINE_WRITES
-from ..foundation.runtime import package_version, runtime_lock_sha256
+from ...artefacts.dataset import Manifest
+from ...foundation.paths import PIPELINE_WRITES
+from ...foundation.runtime import package_version, runtime_lock_sha256
 
 UNKNOWN = "unknown"
 PACKAGES = ("jax", "jaxlib", "tensorflow-datasets", "dvc", "snakemake", "numpy", "matplotlib")

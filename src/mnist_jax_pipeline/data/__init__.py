@@ -1,1 +1,0 @@
-"""Dataset acquisition (TFDS + pinned IDX files), IDX parsing and preprocessing."""

@@ -303,7 +303,8 @@ def c_locale() -> dict[str, str]:
 def test_text_is_written_and_read_as_utf8_whatever_the_locale(project):
     text = "98.5% \u2026 2\u00b3\u00b2 r\u00e9glages"
     code = (
-        "import locale; from mnist_jax_pipeline.orchestration import code_deps; from mnist_jax_pipeline.artefacts import atomic;"
+        "import locale; from mnist_jax_pipeline.orchestration import code_deps;"
+        " from mnist_jax_pipeline.artefacts import atomic;"
         " assert locale.getpreferredencoding(False) == 'ANSI_X3.4-1968', locale.getpreferredencoding(False);"
         f" atomic.write_text({str(project / 'out.md')!r}, {ascii(text)});"
         " code_deps.command_code('report')"

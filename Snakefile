@@ -24,17 +24,17 @@ include: "workflow/rules/sweep.smk"
 
 
 onstart:
-    stopped_before_start()
-    check_writable()
-    hold_dvc_lock()
+    STOPPER.stopped_before_start()
+    RULES.check_writable()
+    RULES.lock.hold()
 
 
 onsuccess:
-    record_in_dvc()
+    RULES.record_in_dvc()
 
 
 onerror:
-    record_in_dvc()
+    RULES.record_in_dvc()
 
 
 rule all:  # every output of every stage in the table

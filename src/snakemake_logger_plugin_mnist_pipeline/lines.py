@@ -3,7 +3,7 @@
 - the plan: `10 jobs to run: check, download, preprocess, train (2), evaluate (2), profile (2), report`
 - each job as it starts, by the name its own log lines use, and why it runs:
   `12:00:01 start train@jit: models/jit.safetensors: made with train.epochs: 2 in the record, 1 in params.yaml`
-  (the first reason its marker holds, workflow/rules/common.smk), `after preprocess`, `no outputs yet`
+  (the first reason its marker holds, mnist_jax_pipeline/orchestration/markers.py), `after preprocess`, `no outputs yet`
 - each job as it ends: `12:00:09 done  train@jit (4 of 10)`, or `failed train@jit (exit status 1); its log: ...`
   or `stopped train@jit by SIGINT; ...`, the stage's own error line being just above
 - the end: `finished in 0:02:16; Snakemake's own log: .snakemake/log/...`
@@ -82,7 +82,7 @@ def record_label(path: str) -> str | None:
 
 
 def marker_reason(path: str) -> str:
-    """Why the marker's job is not current: its first line (common.smk writes the reasons there)."""
+    """Why the marker's job is not current: its first line (orchestration/markers.py writes the reasons there)."""
     try:
         first = Path(path).read_text(encoding="utf-8").splitlines()[0]
     except (OSError, IndexError, UnicodeError):

@@ -26,7 +26,7 @@ from . import code_deps, stage_table
 from .commands import COMMANDS
 from .freshness import Checker, Job
 
-POINT_STAGES = ("train", "evaluate")  # what a sweep point runs (workflow/rules/common.smk)
+POINT_STAGES = ("train", "evaluate")  # what a sweep point runs (orchestration/snakemake_rules.py)
 SHORT = 8  # hex digits of a digest shown
 CODE_SHOWN = 3  # code files named
 WIDTH = 100  # columns a listing is wrapped at

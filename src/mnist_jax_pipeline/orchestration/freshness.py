@@ -6,7 +6,7 @@ file is in its output folders, and what it was made from is what it would be mad
 same params.yaml sections, the same code, and the same input files, these being the outputs of
 current jobs in turn. `problems()` says why a job is not current, in words; `check_inputs()`
 refuses to run a stage on inputs that are not; `record()` writes a job's record with its outputs.
-Snakemake asks `stale()` when it parses the workflow (workflow/rules/common.smk), each stage
+Snakemake asks `stale()` when it parses the workflow (orchestration/snakemake_rules.py), each stage
 asks `check_inputs()` before it reads anything, and the end-of-run `dvc commit` records only
 jobs that are current.
 """
@@ -266,7 +266,7 @@ class Checker:
                 )
 
 
-TOOL_ENV = "MNIST_PIPELINE_TOOL"  # set by the Snakemake rules' commands (workflow/rules/common.smk)
+TOOL_ENV = "MNIST_PIPELINE_TOOL"  # set by the Snakemake rules' commands (orchestration/snakemake_rules.py)
 
 
 def running_tool() -> str:

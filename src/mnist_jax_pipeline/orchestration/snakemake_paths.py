@@ -22,7 +22,7 @@ def _snakemake_paths(artefact: paths.Artefact, consumer: Stage, variant_names: t
 def snakemake_inputs(name: str, variant_names: tuple[str, ...]) -> list[str]:
     """The upstream files a stage reads (computed once per workflow parse). Its code files are no
     Snakemake input: the provenance check compares their digests (freshness.py), and the rules carry
-    them as a parameter, the key of Snakemake's between-workflow cache (workflow/rules/common.smk)."""
+    them as a parameter, the key of Snakemake's between-workflow cache (orchestration/snakemake_rules.py)."""
     stage = get(name)
     return [f for a in stage.inputs for f in _snakemake_paths(a, stage, variant_names)]
 

@@ -1,5 +1,6 @@
 """The CLI's contract: one-line errors naming the file or key, non-zero exit, no traceback unless --verbose."""
 
+import os
 import subprocess
 import sys
 
@@ -119,6 +120,15 @@ def test_a_backend_plugin_that_cannot_start_is_one_warning_line():
     )
 
 
+@pytest.fixture(scope="module")
+def optimized_bytecode(tmp_path_factory) -> dict[str, str]:
+    """An environment whose -OO byte code (.opt-2.pyc, which no install compiles) is kept in one folder
+    for this file's runs: JAX's modules are compiled once, not once per script."""
+    env = {**os.environ, "PYTHONPYCACHEPREFIX": str(tmp_path_factory.mktemp("pycache-OO"))}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
 @pytest.mark.parametrize(
     "script",
     [
@@ -130,8 +140,10 @@ def test_a_backend_plugin_that_cannot_start_is_one_warning_line():
         ["tools/dvc_plots_template.py"],
     ],
 )
-def test_help_works_without_docstrings(script):
+def test_help_works_without_docstrings(script, optimized_bytecode):
     """python -OO drops docstrings: the help's description must not be read from one."""
-    done = subprocess.run([sys.executable, "-OO", *script, "--help"], capture_output=True, text=True, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, "-OO", *script, "--help"], capture_output=True, text=True, cwd=ROOT, env=optimized_bytecode
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: ") and "Traceback" not in done.stderr

@@ -39,6 +39,25 @@ def _render(tree: Path, variants: list[str] | None = None) -> tuple[str, str]:
     return Path(paths.REPORT_HTML.path).read_text(), Path(paths.REPORT_MD.path).read_text()
 
 
+@pytest.fixture(scope="module")
+def rendered_once(tiny_tree: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    """The default report of a copy of the tiny tree, rendered once for the tests that only read it."""
+    tree = tmp_path_factory.mktemp("rendered") / "project"
+    shutil.copytree(tiny_tree, tree)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tree)
+        html, summary = _render(tree)
+    return tree, html, summary
+
+
+@pytest.fixture
+def rendered(rendered_once: tuple[Path, str, str], monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    """The default report's HTML and summary, the current directory its tree (read it only)."""
+    tree, html, summary = rendered_once
+    monkeypatch.chdir(tree)
+    return html, summary
+
+
 def _figures(variants: list[str]) -> list[str]:
     return paths.REPORT_FIGURES.file_names(tuple(variants))
 
@@ -67,8 +86,8 @@ def test_html_has_every_section_and_is_self_contained(report_tree: Path) -> None
         assert escape(get(variant).description) in html  # the registry's wording
 
 
-def test_speedups_are_the_ratio_of_median_epochs(report_tree: Path) -> None:
-    html, summary = _render(report_tree)
+def test_speedups_are_the_ratio_of_median_epochs(rendered: tuple[str, str]) -> None:
+    html, summary = rendered
     base = training.read_metrics("nojit").epoch_seconds_median
     for variant in ("jit", "jit_scan"):
         expected = ratio(base / training.read_metrics(variant).epoch_seconds_median)
@@ -86,8 +105,8 @@ def test_the_inlined_call_graph_is_cleaned(report_tree: Path) -> None:
     assert "scale(0.5" not in svg
 
 
-def test_summary_states_accuracy_device_and_provenance(report_tree: Path) -> None:
-    _, summary = _render(report_tree)
+def test_summary_states_accuracy_device_and_provenance(rendered: tuple[str, str]) -> None:
+    _, summary = rendered
     for variant in TINY_VARIANTS:
         accuracy = json.loads(Path(paths.EVAL_METRICS.at(variant)).read_text())["test_accuracy"]
         assert f"| `{variant}` | {100 * accuracy:.2f} %" in summary
@@ -108,8 +127,7 @@ def test_figures_are_pngs_and_byte_stable(report_tree: Path) -> None:
     assert {name: (folder / name).read_bytes() for name in names} == first
 
 
-def test_every_variants_epochs_go_to_the_overlay_plot_file(report_tree: Path) -> None:
-    _render(report_tree)
+def test_every_variants_epochs_go_to_the_overlay_plot_file(rendered: tuple[str, str]) -> None:
     rows = storage.read_rows(paths.VARIANTS_HISTORY.path, VariantEpoch, "report")
     assert [(r.variant, r.epoch) for r in rows] == [(v, e) for v in TINY_VARIANTS for e in (1, 2)]
     assert rows[0].train_loss == training.read_history("nojit")[0].train_loss
@@ -146,8 +164,8 @@ def test_without_pprof_the_report_gives_the_install_hint(report_tree: Path) -> N
     ) == [uri for uri, _, _ in icicles]
 
 
-def test_trace_and_xla_sections(report_tree: Path) -> None:
-    html, summary = _render(report_tree)
+def test_trace_and_xla_sections(rendered: tuple[str, str]) -> None:
+    html, summary = rendered
     trace = html[html.index('<section id="trace">') : html.index('<section id="memory">')]  # and the folds below it
     assert 'alt="timeline of one traced step per variant"' in trace
     for variant in TINY_VARIANTS:
@@ -162,7 +180,7 @@ def test_trace_and_xla_sections(report_tree: Path) -> None:
         perfetto = f"profile/{variant}/trace/plugins/profile/{variant}/perfetto_trace.json.gz"
         assert f'<a href="{logdir}"><code>reports/profile/{variant}/trace</code></a> (XProf, TensorBoard)' in trace
         assert f'<a href="{perfetto}"><code>reports/{perfetto}</code></a> (ui.perfetto.dev)' in trace
-        report_dir = report_tree / Path(paths.REPORT_HTML.path).parent
+        report_dir = Path(paths.REPORT_HTML.path).parent
         assert (report_dir / logdir).is_dir() and (report_dir / perfetto).is_file()
     assert "Op by op: every primitive is its own executable" in trace and "Compiled module <code>jit_update" in trace
     memory = html[html.index('<section id="memory">') : html.index('<section id="provenance">')]
@@ -363,8 +381,8 @@ class _Tables(HTMLParser):
 SHORT_TABLE = 5  # rows, header included: a table of one row per variant (and a header) may stay unfolded
 
 
-def test_long_tables_are_folded_and_the_headline_holds_the_answers(report_tree: Path) -> None:
-    html, summary = _render(report_tree)
+def test_long_tables_are_folded_and_the_headline_holds_the_answers(rendered: tuple[str, str]) -> None:
+    html, summary = rendered
     tables = _Tables()
     tables.feed(html)
     assert tables.open_details == 0  # every folded part starts closed, the same for every variant

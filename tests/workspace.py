@@ -80,6 +80,18 @@ def small_snakemake_run(tmp_path_factory) -> Path:
     return shared(tmp_path_factory, "small_snakemake_run", build)
 
 
+def fast_dvc_run(tmp_path_factory) -> Path:
+    """A workspace (the fast setting, params.yaml's variants) where `dvc repro` ran; made once per test
+    session and shared by the workers (test_pipeline_e2e.py, test_s3_remote.py): read it only, copy it
+    (copy_workspace) to change it."""
+
+    def build(ws: Path) -> None:
+        make_workspace(ws.parent, ws.name)
+        sh(ws, "dvc", "repro")
+
+    return shared(tmp_path_factory, "fast_dvc_run", build)
+
+
 def artefacts(ws: Path) -> dict[str, Path]:
     found = {}
     for folder in ARTEFACT_DIRS:

@@ -5,9 +5,12 @@ from __future__ import annotations
 import copy
 import os
 import shutil
+import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
+import filelock
 import numpy as np
 import pytest
 import yaml
@@ -141,15 +144,41 @@ def mirror() -> Path:
     return mirror_dir()
 
 
+def shared(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], object]) -> Path:
+    """The folder `name`, made by `build(folder)` once per test session for every pytest-xdist worker.
+
+    The first worker to ask builds it under a file lock in the session's temporary folder, which the
+    workers share (the parent of each worker's own); `name.done`, written last, marks it finished, and
+    the others wait on the lock, then reuse it. A failed build leaves `name.failed`, so the others fail
+    at once with its error instead of building again. Read it only: a test that changes files copies it.
+    """
+    session = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        session = session.parent
+    where = session / "shared"
+    where.mkdir(exist_ok=True)
+    folder, done, failed = where / name, where / f"{name}.done", where / f"{name}.failed"
+    with filelock.FileLock(where / f"{name}.lock"):
+        if failed.exists():
+            pytest.fail(f"the shared {name} failed in another worker:\n{failed.read_text()}", pytrace=False)
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            try:
+                build(folder)
+            except Exception:
+                failed.write_text(traceback.format_exc()[-4000:])
+                raise
+            done.write_text("")
+    return folder
+
+
 @pytest.fixture(scope="session")
 def real_raw(tmp_path_factory) -> Path:
-    """The real MNIST prepared once per test session by the download stage."""
+    """The real MNIST prepared once per test session by the download stage (shared by the workers: read only)."""
     source = mirror_dir()
     from mnist_jax_pipeline.stages.download.stage import download
 
-    out = tmp_path_factory.mktemp("real") / "raw"
-    download(validate(base_params()), out, str(source))
-    return out
+    return shared(tmp_path_factory, "real_raw", lambda out: download(validate(base_params()), out, str(source)))
 
 
 # --- The real stages on tiny data: the inputs of the report (tests/test_report.py, test_browser.py) ---

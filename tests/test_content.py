@@ -14,22 +14,18 @@ import pytest
 import yaml
 
 from conftest import mirror_dir
-from workspace import copy_workspace, downstream, dvc_stale, env, make_workspace, set_params, sh, snakemake_jobs
+from workspace import copy_workspace, downstream, dvc_stale, env, set_params, sh, small_snakemake_run, snakemake_jobs
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_data]
-SETTINGS = {"variants": ["jit"], "preprocess.max_train_examples": 1000, "profile.trace_steps": 1}
 EVERYTHING_AFTER_TRAIN = {"train@jit", "evaluate@jit", "profile@jit", "report"}
 
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory) -> Path:
-    """A workspace where `snakemake --cores all` ran and everything was committed."""
+    """A workspace where `snakemake --cores all` ran and everything was committed (the session's one,
+    shared with test_sequences.py: each test changes a copy)."""
     mirror_dir()
-    ws = make_workspace(tmp_path_factory.mktemp("content"), "base", **SETTINGS)
-    sh(ws, "snakemake", "--cores", "all")
-    sh(ws, "git", "add", "-A")
-    sh(ws, "git", "commit", "-qm", "first run")
-    return ws
+    return small_snakemake_run(tmp_path_factory)
 
 
 @pytest.fixture

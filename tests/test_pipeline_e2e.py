@@ -13,7 +13,16 @@ import zipfile
 import pytest
 
 from conftest import mirror_dir
-from workspace import artefacts, dvc_ran, make_workspace, set_params, sh, snakemake_planned
+from workspace import (
+    artefacts,
+    copy_workspace,
+    dvc_ran,
+    fast_dvc_run,
+    make_workspace,
+    set_params,
+    sh,
+    snakemake_planned,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_data]
 # a parameter change also runs `check`, which checks params.yaml whole
@@ -24,9 +33,10 @@ DOWNSTREAM_OF_PREPROCESS = {"check", "preprocess", "train", "evaluate", "profile
 def runs(tmp_path_factory):
     mirror_dir()
     parent = tmp_path_factory.mktemp("e2e")
-    snake, dvc = make_workspace(parent, "snakemake"), make_workspace(parent, "dvc")
+    snake = make_workspace(parent, "snakemake")
     sh(snake, "snakemake", "--cores", "all")
-    sh(dvc, "dvc", "repro")
+    # the session's `dvc repro` in a fresh copy (shared with test_s3_remote.py); this module's tests change it
+    dvc = copy_workspace(fast_dvc_run(tmp_path_factory), parent, "dvc")
     return snake, dvc
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import mirror_dir, unavailable
-from workspace import artefacts, dvc_ran, make_workspace, sh, snakemake_planned
+from workspace import artefacts, copy_workspace, dvc_ran, fast_dvc_run, sh, snakemake_planned
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_data]
 BUCKET, REMOTE = "mnist-pipeline", "storage"
@@ -77,8 +77,8 @@ def s3(request, tmp_path_factory) -> str:
 def pushed(s3, tmp_path_factory) -> Path:
     """A checkout that ran the pipeline with DVC and pushed its outputs to the bucket."""
     mirror_dir()
-    ws = make_workspace(tmp_path_factory.mktemp("s3"), "origin")
-    sh(ws, "dvc", "repro")
+    # a copy of the session's `dvc repro` (shared with test_pipeline_e2e.py)
+    ws = copy_workspace(fast_dvc_run(tmp_path_factory), tmp_path_factory.mktemp("s3"), "origin")
     sh(ws, "dvc", "remote", "add", "-d", REMOTE, f"s3://{BUCKET}/dvc")
     sh(ws, "dvc", "remote", "modify", REMOTE, "endpointurl", s3)
     sh(ws, "dvc", "remote", "modify", REMOTE, "region", "us-east-1")

@@ -37,9 +37,9 @@ from workspace import (
     downstream,
     dvc_stale,
     env,
-    make_workspace,
     set_params,
     sh,
+    small_snakemake_run,
     snakemake_jobs,
 )
 
@@ -47,7 +47,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.real_data]
 SEQUENCES = int(os.environ.get("MNIST_PIPELINE_SEQUENCES", "8"))
 STEPS = int(os.environ.get("MNIST_PIPELINE_SEQUENCE_STEPS", "5"))
 SEED = os.environ.get("MNIST_PIPELINE_SEQUENCE_SEED")
-SETTINGS = {"variants": ["jit"], "preprocess.max_train_examples": 1000, "profile.trace_steps": 1}
 OUTPUTS = (
     "models/jit.safetensors",
     "data/processed/train_images.npy",
@@ -349,13 +348,10 @@ class Sequences(RuleBasedStateMachine):
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory) -> tuple[Path, Path]:
+    """(the session's small workspace after `snakemake --cores all`, committed, shared with test_content.py;
+    a folder of this module's own for the copies the tests change)"""
     mirror_dir()
-    parent = tmp_path_factory.mktemp("sequences")
-    ws = make_workspace(parent, "base", **SETTINGS)
-    sh(ws, "snakemake", "--cores", "all")
-    sh(ws, "git", "add", "-A")
-    sh(ws, "git", "commit", "-qm", "first run")
-    return ws, parent
+    return small_snakemake_run(tmp_path_factory), tmp_path_factory.mktemp("sequences")
 
 
 def test_random_sequences_keep_both_tools_in_agreement(base):

@@ -11,12 +11,14 @@ from pathlib import Path
 
 import yaml
 
-from conftest import MIRROR, ROOT
+from conftest import MIRROR, ROOT, shared
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from checkout_copy import copy_checkout  # noqa: E402  (the benchmarks' copy of the checkout, shared)
 
 ARTEFACT_DIRS = ("data/raw", "data/processed", "models", "metrics", "plots", "reports")
+# the small setting on top of the fast one: 1,000 training examples, one variant, one traced step
+SMALL = {"variants": ["jit"], "preprocess.max_train_examples": 1000, "profile.trace_steps": 1}
 
 
 def env(ws: Path | None = None) -> dict[str, str]:
@@ -62,6 +64,32 @@ def make_workspace(parent: Path, name: str, fast: bool = True, **params: object)
     sh(ws, "git", "add", "-A")
     sh(ws, "git", "commit", "-qm", "workspace")
     return ws
+
+
+def small_snakemake_run(tmp_path_factory) -> Path:
+    """A workspace (the small setting, SMALL) where `snakemake --cores all` ran and everything was
+    committed; made once per test session and shared by the workers (test_content.py, test_sequences.py):
+    read it only, copy it (copy_workspace) to change it."""
+
+    def build(ws: Path) -> None:
+        make_workspace(ws.parent, ws.name, **SMALL)
+        sh(ws, "snakemake", "--cores", "all")
+        sh(ws, "git", "add", "-A")
+        sh(ws, "git", "commit", "-qm", "first run")
+
+    return shared(tmp_path_factory, "small_snakemake_run", build)
+
+
+def fast_dvc_run(tmp_path_factory) -> Path:
+    """A workspace (the fast setting, params.yaml's variants) where `dvc repro` ran; made once per test
+    session and shared by the workers (test_pipeline_e2e.py, test_s3_remote.py): read it only, copy it
+    (copy_workspace) to change it."""
+
+    def build(ws: Path) -> None:
+        make_workspace(ws.parent, ws.name)
+        sh(ws, "dvc", "repro")
+
+    return shared(tmp_path_factory, "fast_dvc_run", build)
 
 
 def artefacts(ws: Path) -> dict[str, Path]:

@@ -250,19 +250,22 @@ def run_stages(root: Path, *commands: list[str]) -> None:
 
 @pytest.fixture(scope="session")
 def tiny_tree(tmp_path_factory) -> Path:
-    """A project folder where the real stages ran on tiny synthetic data, up to the report's inputs."""
-    root = tmp_path_factory.mktemp("tiny_tree")
-    write_raw(root / "data" / "raw", TINY_TRAIN, TINY_TEST)
-    write_params(root / "params.yaml", tiny_params_dict())
-    commands = [["preprocess"]]
-    for variant in TINY_VARIANTS:
-        commands += [
-            ["train", "--variant", variant],
-            ["evaluate", "--variant", variant],
-            ["profile", "--variant", variant],
-        ]
-    run_stages(root, *commands)
-    return root
+    """A project folder where the real stages ran on tiny synthetic data, up to the report's inputs
+    (made once for every xdist worker: read it only, or copy it)."""
+
+    def build(root: Path) -> None:
+        write_raw(root / "data" / "raw", TINY_TRAIN, TINY_TEST)
+        write_params(root / "params.yaml", tiny_params_dict())
+        commands = [["preprocess"]]
+        for variant in TINY_VARIANTS:
+            commands += [
+                ["train", "--variant", variant],
+                ["evaluate", "--variant", variant],
+                ["profile", "--variant", variant],
+            ]
+        run_stages(root, *commands)
+
+    return shared(tmp_path_factory, "tiny_tree", build)
 
 
 @pytest.fixture

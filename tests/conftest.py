@@ -23,6 +23,14 @@ MIRROR = os.environ.get("MNIST_MIRROR") or None
 IN_CI = os.environ.get("CI") == "true"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A real-data test is a slow one too: the real download alone takes tens of seconds, so the fast
+    tier (`-m 'not slow'`) is the same with or without MNIST_MIRROR."""
+    for item in items:
+        if item.get_closest_marker("real_data") and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.slow)
+
+
 def unavailable(reason: str) -> NoReturn:
     """Skip a test this machine cannot run; under CI=true fail instead, so CI cannot pass with it skipped."""
     if IN_CI:

@@ -81,8 +81,8 @@ def pristine_workspace(parent: Path, name: str) -> Path:
 
 def go_tiny(ws: Path, **settings: object) -> None:
     """Settings for a fast run, and the download stage's data tiny and synthetic, recorded as its work with
-    the workspace's code as it is now (conftest.adopt), for both tools: every stage imports config.py and
-    variants.py, so a download of the real MNIST (MNIST_MIRROR) would otherwise replace it."""
+    the workspace's code as it is now (conftest.adopt), for both tools: every stage imports config/params.py and
+    foundation/variants.py, so a download of the real MNIST (MNIST_MIRROR) would otherwise replace it."""
     set_params(ws, **TINY | settings)
     write_raw(ws / paths.RAW.path)
     sh(ws, "dvc", "commit", "--force", "--quiet", "download")
@@ -128,13 +128,13 @@ def add_weight_decay(ws: Path) -> set[str]:
     )
     edit(ws / "presets/time-to-accuracy.yaml", "  batch_size: 256\n", "  weight_decay: 0.0\n  batch_size: 256\n")
     edit(
-        ws / PACKAGE / "config.py",
+        ws / PACKAGE / "config/params.py",
         "    batch_size: PositiveInt\n",  # its type and bounds, in TrainConfig
         '    weight_decay: Annotated[float, Field(ge=0, lt=1, description="L2: weight_decay * w added to each'
         ' gradient")]\n    batch_size: PositiveInt\n',
     )
     edit(
-        ws / PACKAGE / "loops/base.py",  # the code that reads it
+        ws / PACKAGE / "mlp/loops/base.py",  # the code that reads it
         "def make_optimizer(config: TrainConfig, train_count: int) -> optax.GradientTransformation:\n",
         "def make_optimizer(config: TrainConfig, train_count: int) -> optax.GradientTransformation:\n"
         '    """The optimizer below, each gradient first given `weight_decay * w` (L2) when weight_decay > 0."""\n'
@@ -163,8 +163,8 @@ def add_weight_decay(ws: Path) -> set[str]:
     return {
         "params.yaml",
         "presets/time-to-accuracy.yaml",
-        f"{PACKAGE}/config.py",
-        f"{PACKAGE}/loops/base.py",
+        f"{PACKAGE}/config/params.py",
+        f"{PACKAGE}/mlp/loops/base.py",
         "docs/parameters.md",
         "tests/test_params_property.py",
     }
@@ -175,7 +175,7 @@ def test_adding_a_parameter_edits_the_files_the_docs_list_and_runs_under_both_to
     assert "`mnist-pipeline generate` (the schema)" in row
     ws = pristine_workspace(tmp_path, "parameter")
     edited = add_weight_decay(ws)
-    code = f"{PACKAGE}/loops/base.py"  # "the code that reads it"
+    code = f"{PACKAGE}/mlp/loops/base.py"  # "the code that reads it"
     assert {path for path in edited - {code} if not named(row, path)} == set()
     sh(ws, "mnist-pipeline", "generate")
     assert changed(ws) == edited | {SCHEMA}  # the schema, not dvc.yaml: a stage depends on whole sections
@@ -225,11 +225,11 @@ VARIANT_GUARDS = (
 def add_variant(ws: Path) -> set[str]:
     """The recipe for a variant that reuses a loop class (StepLoop, compiled); the files it edits."""
     edit(
-        ws / PACKAGE / "variants.py",
+        ws / PACKAGE / "foundation/variants.py",
         '    Variant("jit_scan", ',
         f'    Variant("{NEW}", "{DESCRIPTION}", "StepLoop", jit=True),\n    Variant("jit_scan", ',
     )
-    return {f"{PACKAGE}/variants.py"}
+    return {f"{PACKAGE}/foundation/variants.py"}
 
 
 def list_variant(ws: Path) -> set[str]:

@@ -23,12 +23,37 @@ MIRROR = os.environ.get("MNIST_MIRROR") or None
 IN_CI = os.environ.get("CI") == "true"
 
 
+# The longest test files, longest first (seconds of one worker's time, `bash .ci/run` on 2026-11-25):
+# pytest-xdist hands out whole files in collection order (`--no-loadscope-reorder`), so the long ones
+# start first and the short ones fill in at the end, instead of one long file running alone last.
+# Those that share a folder made once (conftest.shared) are apart, so that no worker waits for another's.
+LONGEST_FIRST = (
+    "test_baseline.py",  # 287: the full real `dvc repro`
+    "test_sequences.py",  # 408: makes workspace.small_snakemake_run
+    "test_pipeline_e2e.py",  # 327: makes workspace.fast_dvc_run
+    "test_content.py",  # 347: reads small_snakemake_run
+    "test_benchmarks.py",  # 205
+    "test_sweeps.py",  # 205
+    "test_faults.py",  # 204
+    "test_agreement.py",  # 199
+    "test_device_run.py",  # 152
+    "test_explain.py",  # 149
+    "test_adding.py",  # 144
+    "test_download.py",  # 106
+    "test_loops.py",  # 105
+    "test_views.py",  # 96
+    "test_snakemake_console.py",  # 85
+)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A real-data test is a slow one too: the real download alone takes tens of seconds, so the fast
-    tier (`-m 'not slow'`) is the same with or without MNIST_MIRROR."""
+    tier (`-m 'not slow'`) is the same with or without MNIST_MIRROR. The longest files go first."""
     for item in items:
         if item.get_closest_marker("real_data") and not item.get_closest_marker("slow"):
             item.add_marker(pytest.mark.slow)
+    rank = {name: place for place, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
 
 
 def unavailable(reason: str) -> NoReturn:

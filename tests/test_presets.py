@@ -45,6 +45,15 @@ def test_a_partial_preset_changes_only_its_keys(project, capsys):
     assert [b.split("#")[0].strip() for _, b in changed] == ["max_train_examples: 1000", "epochs: 1"]
 
 
+def test_the_quick_preset_keeps_every_stage_and_variant_and_shrinks_the_training(project, capsys):
+    """presets/quick.yaml (CI's run in the container): 2,000 examples and one epoch, nothing else changed."""
+    before = load("params.yaml")
+    assert main(["preset", "quick"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["preprocess.max_train_examples: 0 -> 2000", "train.epochs: 10 -> 1"]
+    after = load("params.yaml")
+    assert after.variants == before.variants and after.model == before.model
+
+
 def test_applying_it_again_changes_nothing(project, capsys):
     assert main(["preset", "time-to-accuracy"]) == 0
     stamp = (project / "params.yaml").stat().st_mtime_ns
@@ -59,7 +68,7 @@ def test_an_unknown_preset_is_one_line_listing_the_names(project, capsys):
     (project / "presets" / "smoke.yaml").write_text("train:\n  epochs: 1\n")
     assert main(["preset", "fast"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["error: presets/fast.yaml: no such preset; available: smoke, time-to-accuracy"]
+    assert err == ["error: presets/fast.yaml: no such preset; available: quick, smoke, time-to-accuracy"]
 
 
 @pytest.mark.parametrize(

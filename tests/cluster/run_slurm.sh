@@ -5,6 +5,8 @@
 # every /etc file it changed, whatever happens. It skips (one line "SKIP slurm check: <reason>",
 # exit 0) only where the machine lacks a capability: root, a package manager, or a machine free of
 # another Slurm. A failure of its own set-up (an install, a daemon's start) is "FAIL", exit 1.
+# SLURM_INSTALL_ONLY=1: install slurm-wlm and munge where they are missing, and stop there (.ci/run
+# does it beside the tests).
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -34,6 +36,7 @@ if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! comm
   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge; } \
     >/tmp/slurm-apt.log 2>&1 || fail "apt-get install slurm-wlm munge failed (see /tmp/slurm-apt.log)"
 fi
+if [ "${SLURM_INSTALL_ONLY:-0}" = 1 ]; then say "installed: $(slurmctld -V), $(munged --version 2>&1 | head -1)"; exit 0; fi
 say "$(slurmctld -V), $(munged --version 2>&1 | head -1), plugin $(python -c \
   'import importlib.metadata as m; print(m.version("snakemake-executor-plugin-slurm"))')"
 

@@ -24,6 +24,8 @@
 #   CONTAINER_BASE_IMAGE      base image to use instead of the pull / local fallback
 #   CONTAINER_SOURCE          worktree (default: HEAD + uncommitted changes) or head (HEAD only)
 #   CONTAINER_RUN_PIPELINE    0 to stop after the image checks
+#   CONTAINER_PRESET          a preset (presets/NAME.yaml) applied in the container before the run
+#                             (.ci/run: quick, every stage on 2,000 examples); unset: params.yaml as it is
 #   MNIST_PIPELINE_LOCK       host lock held while the containerised pipeline runs, so the host's
 #                             timed stages never share the machine with it (default: the
 #                             pipeline's own default, ${TMPDIR:-/tmp}/mnist-jax-pipeline-<uid>.lock)
@@ -216,12 +218,14 @@ fi
 # .github/workflows/ci.yml does instead, where the runner's user owns the checkout.
 chown -R "$uid:$gid" "$WORK/checkout"
 touch "$LOCK"
-log "running snakemake --cores all in $IMG (network none; waiting for $LOCK)"
+RUN=(snakemake --cores all)  # the image's own command
+[ -z "${CONTAINER_PRESET:-}" ] || RUN=(sh -c "mnist-pipeline preset '$CONTAINER_PRESET' && exec snakemake --cores all")
+log "running ${CONTAINER_PRESET:+mnist-pipeline preset $CONTAINER_PRESET, then }snakemake --cores all in $IMG (network none; waiting for $LOCK)"
 t0=$(now)
 set +e
 flock "$LOCK" "${NICE[@]}" podman run --rm --network none \
   -v "$WORK/checkout:/workspace" -v "$MIRROR:/mirror:ro" -e MNIST_MIRROR=/mirror \
-  "$IMG" 2>&1 | tee "$STATE/pipeline.log" | tail -n 40
+  "$IMG" "${RUN[@]}" 2>&1 | tee "$STATE/pipeline.log" | tail -n 40
 rc=${PIPESTATUS[0]}
 set -e
 run_s=$(( $(now) - t0 ))
@@ -231,4 +235,4 @@ log "pipeline run: rc=$rc in $run_s s (log: $STATE/pipeline.log)"
 log "reports/report.html: $(stat -c %s "$WORK/checkout/reports/report.html") bytes, owned by uid $(stat -c %u "$WORK/checkout/reports/report.html")"
 summary=""
 for target in $TARGETS; do summary+="build $target ${BUILD_S[$target]} s, "; done
-echo "container check OK: ${summary}pipeline ${run_s} s (base $BASE)"
+echo "container check OK: ${summary}pipeline${CONTAINER_PRESET:+ (preset $CONTAINER_PRESET)} ${run_s} s (base $BASE)"

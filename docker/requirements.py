@@ -13,8 +13,9 @@ from pathlib import Path
 
 here = Path(__file__).parent
 project = tomllib.loads((here / "pyproject.toml").read_text())["project"]
-extras = {name: reqs for name, reqs in project["optional-dependencies"].items()
-          if any(req.startswith("jax[") for req in reqs)}
+extras = {
+    name: reqs for name, reqs in project["optional-dependencies"].items() if any(req.startswith("jax[") for req in reqs)
+}
 choice = sys.argv[1] if len(sys.argv) > 1 else "cpu"
 if choice != "cpu" and choice not in extras:
     sys.exit(f"error: JAX_EXTRA={choice}: use cpu or one of the JAX extras of pyproject.toml: {', '.join(extras)}")

@@ -25,9 +25,12 @@ def test_the_code_is_formatted():
     tools = Path(sys.executable).parent
     ruff = shutil.which("ruff") or str(tools / "ruff")
     done = subprocess.run(
-        [ruff, "format", "--check", "src", "tests", "benchmarks", "tools"], cwd=ROOT, capture_output=True, text=True
+        [ruff, "format", "--check", "src", "tests", "benchmarks", "tools", "docker"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
-    assert done.returncode == 0, f"run ruff format src tests benchmarks tools:\n{done.stdout}{done.stderr}"
+    assert done.returncode == 0, f"run ruff format src tests benchmarks tools docker:\n{done.stdout}{done.stderr}"
     snakefmt = shutil.which("snakefmt") or str(tools / "snakefmt")
     done = subprocess.run(
         [snakefmt, "--check", "Snakefile", "workflow/rules"], cwd=ROOT, capture_output=True, text=True

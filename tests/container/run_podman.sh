@@ -147,6 +147,9 @@ log "source: $SOURCE ($(git -C "$REPO" rev-parse --short HEAD)$( [ "$SOURCE" = w
 declare -A BUILD_S BUILD_RC
 for target in $TARGETS; do
   t0=$(now)
+  # the tag's image before this build: removed after it if the build replaced it, so that repeated
+  # checks on one machine do not fill its disk with untagged images (kept if anything still uses it)
+  previous=$(podman image inspect --format '{{.Id}}' "$IMAGE:$target" 2>/dev/null || true)
   set +e
   "${NICE[@]}" podman build --network host "${SECRETS[@]}" --build-arg "BASE_IMAGE=$BASE" \
     --build-arg "JAX_EXTRA=$target" -t "$IMAGE:$target" -f "$WORK/checkout/Dockerfile" "$WORK/checkout" \
@@ -155,6 +158,9 @@ for target in $TARGETS; do
   set -e
   BUILD_S[$target]=$(( $(now) - t0 ))
   if [ "${BUILD_RC[$target]}" -eq 0 ]; then
+    if [ -n "$previous" ] && [ "$previous" != "$(podman image inspect --format '{{.Id}}' "$IMAGE:$target")" ]; then
+      podman rmi "$previous" >/dev/null 2>&1 || true
+    fi
     size=$(podman image inspect --format '{{.Size}}' "$IMAGE:$target")
     log "build $target: OK in ${BUILD_S[$target]} s, image $(( size / 1000000 )) MB"
   else

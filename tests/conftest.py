@@ -23,7 +23,7 @@ MIRROR = os.environ.get("MNIST_MIRROR") or None
 IN_CI = os.environ.get("CI") == "true"
 
 
-# The longest test files, longest first (seconds of one worker's time, `bash .ci/run` on 2026-11-25):
+# The longest test files, longest first (seconds of one worker's time, a full run's junit report, 2026-11-25):
 # pytest-xdist hands out whole files in collection order (`--no-loadscope-reorder`), so the long ones
 # start first and the short ones fill in at the end, instead of one long file running alone last.
 # Those that share a folder made once (conftest.shared) are apart, so that no worker waits for another's.

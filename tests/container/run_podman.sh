@@ -225,7 +225,7 @@ fi
 chown -R "$uid:$gid" "$WORK/checkout"
 touch "$LOCK"
 RUN=(snakemake --cores all)  # the image's own command
-[ -z "${CONTAINER_PRESET:-}" ] || RUN=(sh -c "mnist-pipeline preset '$CONTAINER_PRESET' && exec snakemake --cores all")
+[ -z "${CONTAINER_PRESET:-}" ] || RUN=(sh -c 'mnist-pipeline preset "$1" && exec snakemake --cores all' sh "$CONTAINER_PRESET")
 log "running ${CONTAINER_PRESET:+mnist-pipeline preset $CONTAINER_PRESET, then }snakemake --cores all in $IMG (network none; waiting for $LOCK)"
 t0=$(now)
 set +e

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import mirror_dir
-from workspace import dvc_ran, make_workspace, set_params, sh, snakemake_planned
+from workspace import downloaded, dvc_ran, make_workspace, set_params, sh, snakemake_planned
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_data]
 TEMPLATE = "src/mnist_jax_pipeline/stages/report/templates/report.html.j2"
@@ -23,8 +23,9 @@ def parent(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def dvc_first(parent):
-    ws = make_workspace(parent, "dvc_first", variants=["jit"])
+def dvc_first(parent, tmp_path_factory):
+    """DVC ran every stage (the download in the shared start); the Snakemake-first run downloads for itself."""
+    ws = make_workspace(parent, "dvc_first", start=downloaded(tmp_path_factory), variants=["jit"])
     sh(ws, "dvc", "repro")
     return ws
 

@@ -19,7 +19,7 @@ from conftest import mirror_dir, tiny_params_dict, write_params
 from mnist_jax_pipeline.artefacts.provenance import file_sha256
 from mnist_jax_pipeline.cli import main
 from mnist_jax_pipeline.orchestration.explain import find_job, short
-from workspace import copy_workspace, make_workspace, set_params, sh
+from workspace import copy_workspace, downloaded, make_workspace, set_params, sh
 
 SETTINGS = {"variants": ["jit"], "model.layer_sizes": [784, 64, 10], "profile.trace_steps": 1}
 POINT = "sweeps/lr/step_size=0.02"
@@ -119,7 +119,7 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     """{tool: workspace} after `snakemake --cores all` in one copy and `dvc repro` in another."""
     mirror_dir()
     parent = tmp_path_factory.mktemp("explain")
-    snakemake = make_workspace(parent, "snakemake", **SETTINGS)
+    snakemake = make_workspace(parent, "snakemake", start=downloaded(tmp_path_factory), **SETTINGS)
     dvc = copy_workspace(snakemake, parent, "dvc")
     sh(snakemake, "snakemake", "--cores", "all")
     sh(dvc, "dvc", "repro")

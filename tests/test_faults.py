@@ -17,7 +17,7 @@ from conftest import ROOT, mirror_dir, without_root_powers, write_params
 from mnist_jax_pipeline.foundation import paths
 from mnist_jax_pipeline.foundation.errors import PipelineError
 from mnist_jax_pipeline.stages import train
-from workspace import dvc_ran, env, make_workspace, set_params, sh, snakemake_planned
+from workspace import downloaded, dvc_ran, env, make_workspace, set_params, sh, snakemake_planned
 
 TRAINING_DONE_BY_KILL = {"train", "evaluate", "profile", "report"}
 
@@ -93,7 +93,7 @@ def test_read_only_folder_by_its_permissions(tmp_path, make_params, tiny_process
 def prepared(tmp_path_factory):
     """A workspace where download and preprocess are done (real MNIST, 2,000 examples)."""
     mirror_dir()
-    ws = make_workspace(tmp_path_factory.mktemp("faults"), "ws", variants=["jit"])
+    ws = make_workspace(tmp_path_factory.mktemp("faults"), "ws", start=downloaded(tmp_path_factory), variants=["jit"])
     sh(ws, "snakemake", "--cores", "all", "--until", "preprocess")
     return ws
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from conftest import MIRROR, ROOT, shared
+from conftest import MIRROR, ROOT, mirror_dir, shared
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from checkout_copy import copy_checkout  # noqa: E402  (the benchmarks' copy of the checkout, shared)
@@ -55,15 +55,36 @@ def set_params(ws: Path, **changes: object) -> None:
     (ws / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 
 
-def make_workspace(parent: Path, name: str, fast: bool = True, **params: object) -> Path:
+def make_workspace(parent: Path, name: str, fast: bool = True, start: Path | None = None, **params: object) -> Path:
     """A fresh clone-like copy of the repository (tracked and unignored files) as its own git repo;
-    `fast`: 2,000 training examples and one epoch."""
-    ws = copy_checkout(parent / name, ROOT)
+    `fast`: 2,000 training examples and one epoch. `start`: a copy of that workspace instead (downloaded())."""
+    if start is not None:
+        ws = copy_workspace(start, parent, name)
+    else:
+        ws = copy_checkout(parent / name, ROOT)
+        sh(ws, "git", "init", "-q")
     set_params(ws, **({"preprocess.max_train_examples": 2000, "train.epochs": 1} if fast else {}) | params)
-    sh(ws, "git", "init", "-q")
     sh(ws, "git", "add", "-A")
-    sh(ws, "git", "commit", "-qm", "workspace")
+    sh(ws, "git", "commit", "-q", "--allow-empty", "-m", "workspace")
     return ws
+
+
+def downloaded(tmp_path_factory) -> Path:
+    """A workspace (the repository's settings) where `dvc repro download` ran on the real MNIST and was
+    committed; made once per test session and shared by the workers. The start (make_workspace's
+    `start`) of the workspaces whose tests do not check the download itself: the real download costs
+    tens of seconds (TFDS's preparation), the same every time. Those that do (test_download.py,
+    test_agreement.py's Snakemake-first run, the Snakemake half of test_pipeline_e2e.py, test_baseline.py,
+    the Snakemake cache) download for themselves."""
+
+    def build(ws: Path) -> None:
+        mirror_dir()
+        make_workspace(ws.parent, ws.name, fast=False)
+        sh(ws, "dvc", "repro", "download")
+        sh(ws, "git", "add", "-A")
+        sh(ws, "git", "commit", "-q", "--allow-empty", "-m", "download")
+
+    return shared(tmp_path_factory, "downloaded", build)
 
 
 def small_snakemake_run(tmp_path_factory) -> Path:
@@ -72,7 +93,7 @@ def small_snakemake_run(tmp_path_factory) -> Path:
     read it only, copy it (copy_workspace) to change it."""
 
     def build(ws: Path) -> None:
-        make_workspace(ws.parent, ws.name, **SMALL)
+        make_workspace(ws.parent, ws.name, start=downloaded(tmp_path_factory), **SMALL)
         sh(ws, "snakemake", "--cores", "all")
         sh(ws, "git", "add", "-A")
         sh(ws, "git", "commit", "-qm", "first run")
@@ -86,7 +107,7 @@ def fast_dvc_run(tmp_path_factory) -> Path:
     (copy_workspace) to change it."""
 
     def build(ws: Path) -> None:
-        make_workspace(ws.parent, ws.name)
+        make_workspace(ws.parent, ws.name, start=downloaded(tmp_path_factory))
         sh(ws, "dvc", "repro")
 
     return shared(tmp_path_factory, "fast_dvc_run", build)

@@ -6,7 +6,7 @@
 # exit 0) only where the machine lacks a capability: root, a package manager, or a machine free of
 # another Slurm. A failure of its own set-up (an install, a daemon's start) is "FAIL", exit 1.
 # SLURM_INSTALL_ONLY=1: install slurm-wlm and munge where they are missing, and stop there (.ci/run
-# does it beside the tests).
+# does it first, so that this apt run and Podman's never overlap).
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"

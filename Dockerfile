@@ -94,9 +94,11 @@ ENV HOME=/home/app
 # Third-party requirements of the chosen JAX build, exactly as locked: uv.lock exported with
 # hashes (requirements/runtime.txt for cpu, requirements/<extra>.txt for the others; see
 # tools/update-lock.sh), installed by pip in hash-checking mode, so every file is the locked one
-# whatever index serves it. This layer is rebuilt only when the lock's exports change, not on
-# every source edit. Downloads stay in a build cache mount, not in the image.
-ARG JAX_EXTRA=cpu
+# whatever index serves it. Two layers: the runtime (JAX for the CPU and everything else), the same
+# for every build, then what the chosen build adds to it (the CUDA plugin and NVIDIA's libraries,
+# or libtpu; nothing for cpu), so that a second build reuses the first layer and writes only its own.
+# They are rebuilt only when the lock's exports change, not on every source edit. Downloads stay
+# in a build cache mount, not in the image.
 COPY pyproject.toml docker/requirements.py /opt/mnist-jax-pipeline/
 COPY requirements /opt/mnist-jax-pipeline/requirements
 # hadolint ignore=DL3042
@@ -105,8 +107,20 @@ RUN --mount=type=secret,id=pipconf,target=/run/secrets/pipconf \
     --mount=type=cache,target=/var/cache/pip,sharing=locked \
     set -eu; \
     if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \
-    python3 /opt/mnist-jax-pipeline/requirements.py "${JAX_EXTRA}" >/tmp/requirements.txt; \
+    python3 /opt/mnist-jax-pipeline/requirements.py cpu >/tmp/requirements.txt; \
     PIP_CACHE_DIR=/var/cache/pip pip install --require-hashes -r /tmp/requirements.txt; \
+    rm /tmp/requirements.txt
+ARG JAX_EXTRA=cpu
+# hadolint ignore=DL3042
+RUN --mount=type=secret,id=pipconf,target=/run/secrets/pipconf \
+    --mount=type=secret,id=pipcert,target=/run/secrets/pipcert \
+    --mount=type=cache,target=/var/cache/pip,sharing=locked \
+    set -eu; \
+    if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \
+    python3 /opt/mnist-jax-pipeline/requirements.py "${JAX_EXTRA}" --added >/tmp/requirements.txt; \
+    if [ -s /tmp/requirements.txt ]; then \
+      PIP_CACHE_DIR=/var/cache/pip pip install --no-deps --require-hashes -r /tmp/requirements.txt; \
+    fi; \
     rm /tmp/requirements.txt
 
 # The package itself, without dependencies.

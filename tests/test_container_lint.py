@@ -102,9 +102,14 @@ def test_one_install_block_and_the_jax_extra_is_the_only_difference() -> None:
     assert not any(re.search(rf"\bAS\s+({'|'.join(TARGETS)})\b", s, re.I) for s in stages), "one image, not targets"
     assert not any(re.search(r"\bapt-get\b", line) for line in lines), "Debian packages go through apt-install"
     pip_installs = [line for line in lines if re.search(r"pip install\b.* -r ", line)]
-    assert len(pip_installs) == 1 and "${JAX_EXTRA}" in pip_installs[0]
-    assert "pip install --require-hashes -r" in pip_installs[0], "the image installs the lock, hash-checked"
-    assert any(line.startswith("ARG JAX_EXTRA=cpu") for line in lines)
+    assert len(pip_installs) == 2, "two layers: the runtime, then what the JAX build adds"
+    runtime, added = pip_installs
+    assert "requirements.py cpu" in runtime and "JAX_EXTRA" not in runtime, "every build shares the runtime layer"
+    assert "pip install --require-hashes -r" in runtime, "the image installs the lock, hash-checked"
+    assert 'requirements.py "${JAX_EXTRA}" --added' in added
+    assert "pip install --no-deps --require-hashes -r" in added, "the build's own packages, hash-checked"
+    arg = next(i for i, line in enumerate(lines) if line.startswith("ARG JAX_EXTRA=cpu"))
+    assert lines.index(runtime) < arg < lines.index(added), "ARG JAX_EXTRA after the shared layer, else no reuse"
     users = [line.split()[1] for line in lines if line.startswith("USER ")]
     assert users and not users[-1].startswith(("0", "root")), "the image must end as a non-root USER"
 
@@ -134,6 +139,22 @@ def test_each_build_installs_the_lock_and_differs_only_in_the_jax_extra(extra: s
     command = "uv export --frozen --no-emit-project --no-default-groups"
     command += "" if extra == "cpu" else f" --extra {extra}"
     assert done.stdout.splitlines()[1] == f"#    {command}"
+
+
+@pytest.mark.parametrize("extra", TARGETS)
+def test_the_runtime_layer_and_the_added_layer_are_the_builds_whole_lock(extra: str, tmp_path: Path) -> None:
+    script = str(_image_layout(tmp_path))
+
+    def requirements(*args: str) -> list[str]:
+        done = subprocess.run([sys.executable, script, *args], capture_output=True, text=True, check=True)
+        return [line for line in done.stdout.splitlines() if line and not line[0].isspace() and line[0] != "#"]
+
+    runtime, added, whole = requirements("cpu"), requirements(extra, "--added"), requirements(extra)
+    assert not set(runtime) & set(added)
+    assert sorted(runtime + added) == sorted(whole), "installed --no-deps, the two layers must be the whole lock"
+    assert (extra == "cpu") == (not added)
+    if extra == "cuda12":
+        assert any(line.startswith("jax-cuda12-plugin==") for line in added)
 
 
 def test_an_unknown_jax_extra_is_one_line(tmp_path: Path) -> None:

@@ -88,6 +88,32 @@ def own_exclusive_lock(tmp_path_factory):
     os.environ["MNIST_PIPELINE_LOCK"] = str(tmp_path_factory.mktemp("lock") / "exclusive.lock")
 
 
+# JAX's persistent compilation cache, shared by every process the test session starts: the stages in the
+# tests' workspaces compile the same small programs again and again (a tiny run's stages spent about a
+# third of their time in XLA's compiler). Every entry is kept (no minimum compile time or size), and a
+# maximum size turns on the cache's file lock, so one worker never reads an entry another is writing.
+# The pipeline itself never sets it: its stages report compile times, which a cache would hide.
+COMPILATION_CACHE = {
+    "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+    "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1",
+    "JAX_COMPILATION_CACHE_MAX_SIZE": str(8 * 2**30),
+}
+
+
+@pytest.fixture(autouse=True, scope="session")
+def shared_compilation_cache(tmp_path_factory):
+    """The session's JAX compilation cache (COMPILATION_CACHE), in the folder the workers share."""
+    session = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        session = session.parent
+    os.environ.update(COMPILATION_CACHE, JAX_COMPILATION_CACHE_DIR=str(session / "jax-compilation-cache"))
+
+
+def compiling_afresh(env: dict[str, str]) -> dict[str, str]:
+    """`env` without the session's compilation cache: for runs whose point is XLA's own compile."""
+    return {key: value for key, value in env.items() if key not in {*COMPILATION_CACHE, "JAX_COMPILATION_CACHE_DIR"}}
+
+
 def base_params() -> dict[str, Any]:
     """The repository's params.yaml as a dict."""
     return read_yaml(ROOT / "params.yaml")

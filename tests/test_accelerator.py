@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import ROOT, write_params
+from conftest import ROOT, compiling_afresh, write_params
 from mnist_jax_pipeline.artefacts import training
 from mnist_jax_pipeline.artefacts.model_file import load_model
 from mnist_jax_pipeline.artefacts.profile_summary import read_summary
@@ -175,7 +175,7 @@ def test_jit_scan_sharded_across_every_visible_device_equals_one_device(tmp_path
         done = subprocess.run(
             [sys.executable, "-c", SHARDED, str(folder)],
             cwd=ROOT,
-            env={**os.environ, **extra},
+            env=compiling_afresh({**os.environ, **extra}),
             capture_output=True,
             text=True,
             timeout=600,

@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT, mirror_dir
 from mnist_jax_pipeline.foundation import paths
 from mnist_jax_pipeline.foundation.runtime import cpu_model
-from workspace import make_workspace, sh
+from workspace import downloaded, make_workspace, sh
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_data]
 QUALITY = (
@@ -37,8 +37,8 @@ def committed(path: str) -> dict:
 
 @pytest.fixture(scope="module")
 def reproduced(tmp_path_factory):
-    mirror_dir()
-    ws = make_workspace(tmp_path_factory.mktemp("baseline"), "clone", fast=False)
+    mirror_dir()  # the session's real download, then the rest of the repository's pipeline
+    ws = make_workspace(tmp_path_factory.mktemp("baseline"), "clone", fast=False, start=downloaded(tmp_path_factory))
     sh(ws, "dvc", "repro")
     return ws
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, write_params
+from conftest import ROOT, compiling_afresh, write_params
 from pythons import find_python, locked_requirements, make_venv
 
 # what `mnist-pipeline train` imports, by name in the lock (the rest follows from uv.lock)
@@ -60,7 +60,7 @@ def python312(tmp_path_factory) -> Path:
 
 def train_jit(python: str | Path, root: Path, params: Path, processed: Path) -> tuple[str, dict[str, str]]:
     """Train `jit` with `python` under `root`: the model file's sha256 and what ran it."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "JAX_PLATFORMS": "cpu"}
+    env = compiling_afresh({**os.environ, "PYTHONPATH": str(ROOT / "src"), "JAX_PLATFORMS": "cpu"})
     done = subprocess.run(
         [str(python), "-c", TRAIN, str(params), str(processed), str(root)],
         cwd=root,

@@ -74,8 +74,8 @@ def downloaded(tmp_path_factory) -> Path:
     committed; made once per test session and shared by the workers. The start (make_workspace's
     `start`) of the workspaces whose tests do not check the download itself: the real download costs
     tens of seconds (TFDS's preparation), the same every time. Those that do (test_download.py,
-    test_agreement.py's Snakemake-first run, the Snakemake half of test_pipeline_e2e.py, test_baseline.py,
-    the Snakemake cache) download for themselves."""
+    test_agreement.py's Snakemake-first run, the Snakemake half of test_pipeline_e2e.py, the Snakemake
+    cache) download for themselves."""
 
     def build(ws: Path) -> None:
         mirror_dir()

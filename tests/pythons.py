@@ -61,8 +61,10 @@ def uv() -> str:
     return done.stdout.strip()
 
 
-def make_venv(folder: Path, python: str, *install: str, seed: bool = False) -> Path:
-    """A virtual environment of `python` at `folder` with `uv pip install <install...>`; its interpreter."""
+def make_venv(folder: Path, python: str, *install: str, seed: bool = False, byte_code: bool = False) -> Path:
+    """A virtual environment of `python` at `folder` with `uv pip install <install...>`; its interpreter.
+    `byte_code`: compiled at install, as pip installs do (these machines set PYTHONDONTWRITEBYTECODE, so a
+    venv without it compiles every module again in every process that imports it)."""
     tool = uv()  # --no-config, outside the checkout: the project's [tool.uv] constraints do not apply
     subprocess.run(
         [tool, "venv", "--no-config", "--quiet", "--python", python, *(["--seed"] if seed else []), str(folder)],
@@ -73,7 +75,11 @@ def make_venv(folder: Path, python: str, *install: str, seed: bool = False) -> P
     interpreter = folder / "bin" / "python"
     if install:
         done = subprocess.run(
-            [tool, "pip", "install", "--no-config", "--quiet", "--python", str(interpreter), *install],
+            [
+                *(tool, "pip", "install", "--no-config", "--quiet", "--python", str(interpreter)),
+                *(["--compile-bytecode"] if byte_code else []),
+                *install,
+            ],
             capture_output=True,
             text=True,
             cwd=folder.parent,

@@ -91,7 +91,7 @@ def device_run(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess[str]
         env={**os.environ, "PATH": path, "PYTHONPATH": str(checkout / "src")},
     )
     assert prepared.returncode == 0, prepared.stderr[-3000:]
-    image = make_venv(base / "image", find_python("3.12"), *IMAGE_PACKAGES, seed=True)
+    image = make_venv(base / "image", find_python("3.12"), *IMAGE_PACKAGES, seed=True, byte_code=True)  # as an image
     out = base / "out"
     env = compiling_afresh(  # the run of record reports compile times: XLA compiles afresh
         {**os.environ, "PATH": os.pathsep.join([str(image.parent), os.environ.get("PATH", "")]), "JAX_PLATFORMS": "cpu"}

@@ -1,5 +1,6 @@
 """The same model bytes under Python 3.11 and 3.12: the lock pins one version of every package for every
 Python (pyproject's [tool.uv] constraints), so `jit` trained on the same data must give the same file.
+And the same bytes again when XLA's executables come from JAX's compilation cache (the test session's).
 
 Python 3.11 is this test's own interpreter (the locked environment); Python 3.12 gets a virtual
 environment holding exactly the lock's pins of what training imports (requirements/runtime.txt, hashes
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, compiling_afresh, write_params
+from conftest import COMPILATION_CACHE, ROOT, compiling_afresh, write_params
 from pythons import find_python, locked_requirements, make_venv
 
 # what `mnist-pipeline train` imports, by name in the lock (the rest follows from uv.lock)
@@ -58,9 +59,14 @@ def python312(tmp_path_factory) -> Path:
     return make_venv(folder / "venv", find_python("3.12"), "--no-deps", "--require-hashes", "-r", str(requirements))
 
 
-def train_jit(python: str | Path, root: Path, params: Path, processed: Path) -> tuple[str, dict[str, str]]:
-    """Train `jit` with `python` under `root`: the model file's sha256 and what ran it."""
+def train_jit(
+    python: str | Path, root: Path, params: Path, processed: Path, cache: Path | None = None
+) -> tuple[str, dict[str, str]]:
+    """Train `jit` with `python` under `root` (XLA compiling afresh, or with the compilation cache `cache`):
+    the model file's sha256 and what ran it."""
     env = compiling_afresh({**os.environ, "PYTHONPATH": str(ROOT / "src"), "JAX_PLATFORMS": "cpu"})
+    if cache is not None:
+        env |= {**COMPILATION_CACHE, "JAX_COMPILATION_CACHE_DIR": str(cache)}
     done = subprocess.run(
         [str(python), "-c", TRAIN, str(params), str(processed), str(root)],
         cwd=root,
@@ -87,3 +93,21 @@ def test_jit_gives_the_same_model_bytes_on_python_311_and_312(tmp_path, make_par
     assert ran_311["python"].startswith("3.11.") and ran_312["python"].startswith("3.12.")
     assert {k: ran_311[k] for k in ("jax", "jaxlib", "numpy")} == {k: ran_312[k] for k in ("jax", "jaxlib", "numpy")}
     assert digest_311 == digest_312, f"other model bytes on 3.11 ({ran_311}) and 3.12 ({ran_312})"
+
+
+@pytest.mark.slow
+def test_jit_gives_the_same_model_bytes_with_executables_from_the_compilation_cache(
+    tmp_path, make_params, tiny_processed
+):
+    params = write_params(
+        tmp_path / "params.yaml", make_params(model__layer_sizes=[784, 64, 64, 10], train__epochs=2).to_dict()
+    )
+    cache = tmp_path / "cache"
+    digests = {}
+    for name, cached in (("compiled afresh", None), ("compiled, cache written", cache), ("read from cache", cache)):
+        root = tmp_path / name.replace(" ", "_").replace(",", "")
+        root.mkdir()
+        digests[name], _ = train_jit(sys.executable, root, params, tiny_processed, cached)
+        if cached is not None:
+            assert any(cache.glob("*-cache*")), f"{name}: JAX wrote no cache entry in {cache}"
+    assert len(set(digests.values())) == 1, digests

@@ -26,23 +26,27 @@ IN_CI = os.environ.get("CI") == "true"
 # The longest test files, longest first (seconds of one worker's time, a full run's junit report, 2026-11-25):
 # pytest-xdist hands out whole files in collection order (`--no-loadscope-reorder`), so the long ones
 # start first and the short ones fill in at the end, instead of one long file running alone last.
-# Those that share a folder made once (conftest.shared) are apart, so that no worker waits for another's.
+# The first two need no folder of another's (conftest.shared): while test_baseline.py makes the real
+# download (workspace.downloaded), the other worker runs test_device_run.py instead of waiting for it.
 LONGEST_FIRST = (
-    "test_baseline.py",  # 287: the full real `dvc repro`
-    "test_sequences.py",  # 408: makes workspace.small_snakemake_run
-    "test_pipeline_e2e.py",  # 327: makes workspace.fast_dvc_run
-    "test_content.py",  # 347: reads small_snakemake_run
-    "test_benchmarks.py",  # 205
-    "test_sweeps.py",  # 205
-    "test_faults.py",  # 204
-    "test_agreement.py",  # 199
-    "test_device_run.py",  # 152
-    "test_explain.py",  # 149
-    "test_adding.py",  # 144
-    "test_download.py",  # 106
-    "test_loops.py",  # 105
-    "test_views.py",  # 96
-    "test_snakemake_console.py",  # 85
+    "test_baseline.py",  # 393: makes workspace.downloaded, then the full real `dvc repro`
+    "test_device_run.py",  # 179 (before its venv had byte code): needs no shared folder
+    "test_sequences.py",  # 611: makes workspace.small_snakemake_run
+    "test_pipeline_e2e.py",  # 296: makes workspace.fast_dvc_run
+    "test_content.py",  # 271: reads small_snakemake_run
+    "test_benchmarks.py",  # 263
+    "test_sweeps.py",  # 227
+    "test_faults.py",  # 188
+    "test_agreement.py",  # 182
+    "test_adding.py",  # 157
+    "test_views.py",  # 119
+    "test_loops.py",  # 116
+    "test_download.py",  # 113
+    "test_report_inputs.py",  # 104
+    "test_edges.py",  # 98
+    "test_snakemake_cache.py",  # 92
+    "test_snakemake_console.py",  # 86
+    "test_explain.py",  # 77
 )
 
 

@@ -97,25 +97,26 @@ def own_exclusive_lock(tmp_path_factory):
 # third of their time in XLA's compiler). Every entry is kept (no minimum compile time or size), and a
 # maximum size turns on the cache's file lock, so one worker never reads an entry another is writing.
 # The pipeline itself never sets it: its stages report compile times, which a cache would hide.
-COMPILATION_CACHE = {
-    "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
-    "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1",
-    "JAX_COMPILATION_CACHE_MAX_SIZE": str(8 * 2**30),
-}
+def compilation_cache(folder: Path) -> dict[str, str]:
+    """The environment that gives a process JAX's compilation cache in `folder`."""
+    return {
+        "JAX_COMPILATION_CACHE_DIR": str(folder),
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+        "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1",
+        "JAX_COMPILATION_CACHE_MAX_SIZE": str(8 * 2**30),
+    }
 
 
 @pytest.fixture(autouse=True, scope="session")
 def shared_compilation_cache(tmp_path_factory):
-    """The session's JAX compilation cache (COMPILATION_CACHE), in the folder the workers share."""
-    session = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        session = session.parent
-    os.environ.update(COMPILATION_CACHE, JAX_COMPILATION_CACHE_DIR=str(session / "jax-compilation-cache"))
+    """The session's JAX compilation cache, in the folder the workers share."""
+    os.environ.update(compilation_cache(session_folder(tmp_path_factory) / "jax-compilation-cache"))
 
 
 def compiling_afresh(env: dict[str, str]) -> dict[str, str]:
     """`env` without the session's compilation cache: for runs whose point is XLA's own compile."""
-    return {key: value for key, value in env.items() if key not in {*COMPILATION_CACHE, "JAX_COMPILATION_CACHE_DIR"}}
+    settings = compilation_cache(Path())
+    return {key: value for key, value in env.items() if key not in settings}
 
 
 def base_params() -> dict[str, Any]:
@@ -207,6 +208,12 @@ def mirror() -> Path:
     return mirror_dir()
 
 
+def session_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The test session's temporary folder, which the pytest-xdist workers share (each has its own below)."""
+    session = tmp_path_factory.getbasetemp()
+    return session.parent if os.environ.get("PYTEST_XDIST_WORKER") else session
+
+
 def shared(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], object]) -> Path:
     """The folder `name`, made by `build(folder)` once per test session for every pytest-xdist worker.
 
@@ -215,10 +222,7 @@ def shared(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[
     the others wait on the lock, then reuse it. A failed build leaves `name.failed`, so the others fail
     at once with its error instead of building again. Read it only: a test that changes files copies it.
     """
-    session = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        session = session.parent
-    where = session / "shared"
+    where = session_folder(tmp_path_factory) / "shared"
     where.mkdir(exist_ok=True)
     folder, done, failed = where / name, where / f"{name}.done", where / f"{name}.failed"
     with filelock.FileLock(where / f"{name}.lock"):

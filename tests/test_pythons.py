@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import COMPILATION_CACHE, ROOT, compiling_afresh, write_params
+from conftest import ROOT, compilation_cache, compiling_afresh, write_params
 from pythons import find_python, locked_requirements, make_venv
 
 # what `mnist-pipeline train` imports, by name in the lock (the rest follows from uv.lock)
@@ -66,7 +66,7 @@ def train_jit(
     the model file's sha256 and what ran it."""
     env = compiling_afresh({**os.environ, "PYTHONPATH": str(ROOT / "src"), "JAX_PLATFORMS": "cpu"})
     if cache is not None:
-        env |= {**COMPILATION_CACHE, "JAX_COMPILATION_CACHE_DIR": str(cache)}
+        env |= compilation_cache(cache)
     done = subprocess.run(
         [str(python), "-c", TRAIN, str(params), str(processed), str(root)],
         cwd=root,

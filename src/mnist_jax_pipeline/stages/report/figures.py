@@ -37,6 +37,8 @@ SAMPLE_DIGITS = 40
 SPLIT_ORDER = ("train", "val", "test")
 MISCLASSIFIED_SHOWN = 30
 GRID_COLUMNS = 10
+DIGIT_GAP = 2  # pixels between the digits of a grid
+TITLE_BAND = 11  # pixels above each digit for its title (two lines at 8 pt)
 STYLE: dict[str, Any] = {
     "font.size": 9,
     "axes.titlesize": 10,
@@ -78,22 +80,42 @@ def digit_grid(
     empty: str = "",
     columns: int = GRID_COLUMNS,
 ) -> Figure:
-    """Images (N, 28, 28) in rows of `columns`, each scaled to its own range; optional titles."""
+    """Images (N, 28, 28) in rows of `columns`, each scaled to its own range; optional titles.
+
+    One mosaic in one axes, not an axes per digit: the same picture, drawn several times faster
+    (a 40-digit grid of axes cost the report stage about a second and a half to lay out and draw).
+    """
     count = len(images)
     rows = max(1, math.ceil(count / columns))
-    cell_h = 1.1 if titles else 0.8
-    fig = Figure(figsize=(columns * 0.8, rows * cell_h), layout="constrained")
+    cell_w = images.shape[2] + DIGIT_GAP if count else 1
+    cell_h = cell_w + (TITLE_BAND if titles else 0)
+    fig = Figure(figsize=(columns * 0.8, rows * 0.8 * cell_h / cell_w))
     if count == 0:
         fig.text(0.5, 0.5, empty, ha="center", va="center")
         return fig
-    axes = np.atleast_1d(fig.subplots(rows, columns)).ravel()
-    for i, ax in enumerate(axes):
-        ax.set_axis_off()
-        if i < count:
-            ax.imshow(images[i], cmap="gray_r")
-            if titles:
-                ax.set_title(titles[i], fontsize=8, pad=2)
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_axis_off()
+    ax.imshow(digit_mosaic(images, columns, cell_h), cmap="gray_r", vmin=0.0, vmax=1.0, aspect="auto")
+    for i, title in enumerate((titles or [])[:count]):
+        row, column = divmod(i, columns)
+        image_top = row * cell_h + cell_h - cell_w + DIGIT_GAP // 2  # as digit_mosaic places it
+        ax.text(column * cell_w + cell_w / 2 - 0.5, image_top - 1, title, ha="center", va="bottom", fontsize=8)
     return fig
+
+
+def digit_mosaic(images: np.ndarray, columns: int, cell_h: int) -> np.ndarray:
+    """The images in one array, each scaled to [0, 1] by its own range, at the bottom right of a
+    (cell_h, width + DIGIT_GAP) cell (the rest 0: white under gray_r)."""
+    count, height, width = images.shape
+    cell_w = width + DIGIT_GAP
+    rows = math.ceil(count / columns)
+    mosaic = np.zeros((rows * cell_h, columns * cell_w))
+    for i, image in enumerate(images.astype(np.float64)):
+        row, column = divmod(i, columns)
+        low, span = image.min(), np.ptp(image)
+        top, left = row * cell_h + cell_h - height - DIGIT_GAP // 2, column * cell_w + DIGIT_GAP // 2
+        mosaic[top : top + height, left : left + width] = (image - low) / span if span else 0.0
+    return mosaic
 
 
 def class_balance(art: Artefacts) -> Figure:

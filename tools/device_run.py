@@ -169,8 +169,21 @@ def git(*args: str) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
+def pip_command() -> list[str]:
+    """A pip to download the wheels with: this Python's, else its base interpreter's (a venv made by `uv sync`
+    holds no pip), else python3's on PATH."""
+    candidates = (sys.executable, getattr(sys, "_base_executable", None), shutil.which("python3"))
+    for python in dict.fromkeys(filter(None, candidates)):
+        if subprocess.run([python, "-c", "import pip"], capture_output=True).returncode == 0:
+            return [python, "-m", "pip"]
+    raise UserError(f"no pip in {sys.executable} or python3; install it (`uv pip install pip`) and run this again")
+
+
 def prepare(dest: Path, project: Path) -> None:
-    """Fill `dest` with the wheels and the compressed data/raw of `project` (where the download stage ran)."""
+    """Fill `dest` with the wheels and the compressed data/raw of `project` (where the download stage ran).
+
+    Everything is written to a folder beside `dest` first and moved into place whole: a failed or
+    interrupted prepare leaves `dest` as it was."""
     raw, record = project / "data" / "raw", project / "provenance" / "download.json"
     if not raw.is_dir() or not record.is_file():
         raise UserError(
@@ -180,18 +193,40 @@ def prepare(dest: Path, project: Path) -> None:
     problems = download_record_problems(project)
     if problems:
         raise UserError(f"{project}: {problems[0]}; run `mnist-pipeline download` there again")
-    wheels = dest / "wheels"
     if dest.is_dir() and any(dest.iterdir()) and not (dest / "prepared.json").is_file():
         raise UserError(f"{dest}: holds files this script did not write; give an empty or new folder")
-    shutil.rmtree(dest, ignore_errors=True)
-    wheels.mkdir(parents=True)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".tmp-{dest.name}-", dir=dest.parent))
+    try:
+        fill(staging, raw, record, project)
+        carried = sum(p.stat().st_size for p in staging.rglob("*") if p.is_file())
+        tree = carried_size() if (ROOT / ".git").exists() else 0
+        wheels = len(list((staging / "wheels").glob("*.whl")))
+        print(
+            f"{dest}: {carried / 2**20:.1f} MiB ({wheels} wheels, data/raw"
+            f" {(staging / 'raw.tar.xz').stat().st_size / 2**20:.1f} MiB); with the checkout"
+            f" {(carried + tree) / 2**20:.1f} MiB of {CARRY_LIMIT // 2**20} MiB"
+        )
+        if carried + tree > CARRY_LIMIT:
+            raise UserError(
+                f"{dest} and the checkout: {(carried + tree) / 2**20:.1f} MiB, over the {CARRY_LIMIT // 2**20}"
+                " MiB a device call carries; remove large untracked files from the checkout"
+            )
+        shutil.rmtree(dest, ignore_errors=True)
+        staging.replace(dest)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def fill(folder: Path, raw: Path, record: Path, project: Path) -> None:
+    """The wheels, raw.tar.xz and prepared.json, into the empty `folder`."""
+    wheels = folder / "wheels"
+    wheels.mkdir()
     pins = locked_pins(IMAGE_LACKS)
     (wheels / "requirements.txt").write_text("\n".join(pins) + "\n", encoding="utf-8")
     done = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "pip",
+            *pip_command(),
             "download",
             "--quiet",
             "--disable-pip-version-check",
@@ -204,33 +239,21 @@ def prepare(dest: Path, project: Path) -> None:
     )
     if done.returncode != 0:
         raise UserError(f"pip download of {len(pins)} wheels failed (above); it needs pip and the package index")
-    with tarfile.open(dest / "raw.tar.xz", "w:xz") as tar:
+    with tarfile.open(folder / "raw.tar.xz", "w:xz") as tar:
         tar.add(raw, "data/raw")
         tar.add(record, "provenance/download.json")
     status = git("status", "--porcelain")
     write_json(
-        dest / "prepared.json",
+        folder / "prepared.json",
         {
             "prepared": now(),
             "commit": git("rev-parse", "HEAD"),
             "dirty": bool(status) if status is not None else None,
             "raw_from": str(project.resolve()),
-            "raw_sha256": sha256(dest / "raw.tar.xz"),
+            "raw_sha256": sha256(folder / "raw.tar.xz"),
             "wheels": pins,
         },
     )
-    carried = sum(p.stat().st_size for p in dest.rglob("*") if p.is_file())
-    tree = carried_size() if (ROOT / ".git").exists() else 0
-    print(
-        f"{dest}: {carried / 2**20:.1f} MiB ({len(list(wheels.glob('*.whl')))} wheels, data/raw"
-        f" {(dest / 'raw.tar.xz').stat().st_size / 2**20:.1f} MiB); with the checkout {(carried + tree) / 2**20:.1f}"
-        f" MiB of {CARRY_LIMIT // 2**20} MiB"
-    )
-    if carried + tree > CARRY_LIMIT:
-        raise UserError(
-            f"{dest} and the checkout: {(carried + tree) / 2**20:.1f} MiB, over the {CARRY_LIMIT // 2**20}"
-            " MiB a device call carries; remove large untracked files from the checkout"
-        )
 
 
 # --- run (on the device, any python3 with the standard library) ---

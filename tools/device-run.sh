@@ -4,7 +4,7 @@ set -euo pipefail
 
 usage() {
   cat <<'TEXT'
-usage: tools/device-run.sh OUT_DIR [--smoke] [--keep]
+usage: tools/device-run.sh OUT_DIR [--smoke] [--keep] [--only PARTS]
 
 The GPU run of record, in one command on a machine with an NVIDIA GPU and no network. Into OUT_DIR
 (empty; at most 6 files, each under 16 MiB) it writes manifest.json (each step's command, exit code
@@ -38,6 +38,8 @@ After it, here:
 --smoke   tiny settings (a 784-32-10 MLP, 1 epoch, small benchmarks): checks the script anywhere
           (JAX_PLATFORMS=cpu too); its results are not a run of record
 --keep    keep the work folder (printed)
+--only    comma-separated parts to run after the set-up: pipeline, determinism (needs pipeline),
+          accelerator, benchmarks (default: all); e.g. a second call for what the first one's budget cut
 Environment: DEVICE_RUN_BUDGET_S (seconds, default 560).
 TEXT
 }

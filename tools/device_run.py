@@ -286,6 +286,7 @@ class Runner:
         self.env = {
             **os.environ,
             **self.settings,
+            "PYTHONUNBUFFERED": "1",  # a step stopped at the budget still leaves its log
             "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")])),
             "PATH": f"{self.venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
         }
@@ -557,7 +558,10 @@ def read_carried(name: str) -> Any:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
-def run(out: Path, smoke: bool, keep: bool) -> int:
+PARTS = ("pipeline", "determinism", "accelerator", "benchmarks")  # in the order they run
+
+
+def run(out: Path, smoke: bool, keep: bool, only: tuple[str, ...] = PARTS) -> int:
     carry = carry_dir()
     for needed in (carry / "wheels" / "requirements.txt", carry / "raw.tar.xz"):
         if not needed.is_file():
@@ -567,11 +571,11 @@ def run(out: Path, smoke: bool, keep: bool) -> int:
     if stray:
         raise UserError(f"{out}: holds other files ({', '.join(stray[:3])}); give an empty folder")
     runner = Runner(out, smoke)
+    runner.extra["parts"] = list(only)
     runner.setup(carry)
-    runner.pipeline()
-    runner.determinism()
-    runner.accelerator()
-    runner.benchmarks()
+    for part in PARTS:
+        if part in only:
+            getattr(runner, part)()
     files = runner.bundle()
     runner.save(files)
     failed = runner.failed()
@@ -676,6 +680,17 @@ def environment(out: Path) -> None:
     print(json.dumps({"versions": versions, "device": device}, indent=2))
 
 
+def parts(text: str) -> tuple[str, ...]:
+    """--only's value: known parts, in the order they run (determinism needs the pipeline's outputs)."""
+    named = {name.strip() for name in text.split(",") if name.strip()}
+    unknown = sorted(named - set(PARTS))
+    if unknown or not named:
+        raise argparse.ArgumentTypeError(f"{','.join(unknown) or text!r}: not a part; give some of {','.join(PARTS)}")
+    if "determinism" in named and "pipeline" not in named:
+        raise argparse.ArgumentTypeError("determinism trains jit again beside the pipeline's run: add pipeline")
+    return tuple(name for name in PARTS if name in named)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -692,6 +707,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("out", type=Path)
     p.add_argument("--smoke", action="store_true", help="tiny settings: checks the script, measures nothing")
     p.add_argument("--keep", action="store_true", help="keep the work folder")
+    p.add_argument(
+        "--only",
+        type=parts,
+        default=PARTS,
+        help=f"comma-separated parts to run after the set-up (default: all of {','.join(PARTS)})",
+    )
     p = sub.add_parser("params")
     p.add_argument("target", type=Path)
     p.add_argument("summary", type=Path)
@@ -703,7 +724,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "prepare":
             prepare(args.dest or carry_dir(), args.project)
         elif args.command == "run":
-            return run(args.out.resolve(), args.smoke, args.keep)
+            return run(args.out.resolve(), args.smoke, args.keep, args.only)
         elif args.command == "params":
             write_params(args.target, args.summary, args.smoke)
         elif args.command == "raw-record":

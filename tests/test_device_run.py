@@ -9,6 +9,7 @@ folder in a throwaway git repository.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -255,3 +256,57 @@ def test_import_copies_updates_the_readme_and_commits(tmp_path):
     assert "NVIDIA H100 80GB HBM3 (2026-12-01)" in log
     assert set(log.split()[-4:]) == {"README.md", *(f"benchmarks/results/{n}" for n in names)}
     assert git("status", "--porcelain").stdout.strip() == "M other.txt"
+
+
+def test_import_tells_a_step_cut_by_the_budget_from_a_failure_and_a_partial_run_leaves_the_row(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "benchmarks" / "results").mkdir(parents=True)
+    shutil.copy2(ROOT / "README.md", repo / "README.md")
+    script = ROOT / "tools" / "device-import.py"
+    cut = fabricated(tmp_path / "cut")
+    manifest = json.loads((cut / "manifest.json").read_text())
+    for step in manifest["steps"]:
+        if step["name"] == "bench-train":
+            step |= {"exit_code": None, "note": "stopped after 82 s: the time budget was spent"}
+        if step["name"] == "accelerator-tier":
+            step["exit_code"] = 1
+    manifest["failed"] = ["accelerator-tier", "bench-train"]
+    (cut / "manifest.json").write_text(json.dumps(manifest))
+    (cut / "bench-train.json").unlink()
+    done = subprocess.run([sys.executable, script, cut, "--repo", repo, "--no-commit"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    row = next(line for line in (repo / "README.md").read_text().splitlines() if line.startswith("| NVIDIA GPU"))
+    assert "`bench_train.py` not finished within the time budget" in row
+    assert "**failed: accelerator-tier**" in row and "within the call's time budget: bench-train" in row
+
+    # a second call with --only benchmarks: its manifest under its own name; the README's row stays
+    before = (repo / "README.md").read_text()
+    second = fabricated(tmp_path / "second")
+    manifest = json.loads((second / "manifest.json").read_text())
+    manifest["parts"] = ["benchmarks"]
+    (second / "manifest.json").write_text(json.dumps(manifest))
+    done = subprocess.run(
+        [sys.executable, script, second, "--repo", repo, "--no-commit"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert (repo / "README.md").read_text() == before
+    names = {p.name for p in (repo / "benchmarks" / "results").iterdir()}
+    assert "2026-12-01-device-run-only-benchmarks-nvidia-h100-80gb-hbm3.json" in names
+    assert "2026-12-01-train-nvidia-h100-80gb-hbm3.json" in names
+
+
+@pytest.mark.parametrize(
+    ("only", "said"),
+    [("benchmarks,pipeline", None), ("determinism", "add pipeline"), ("gpu", "'gpu': not a part"), (",", "not a part")],
+)
+def test_only_takes_known_parts_in_run_order(only, said):
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import device_run
+    finally:
+        sys.path.pop(0)
+    if said is None:
+        assert device_run.parts(only) == ("pipeline", "benchmarks")
+    else:
+        with pytest.raises(argparse.ArgumentTypeError, match=said):
+            device_run.parts(only)

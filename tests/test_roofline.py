@@ -167,6 +167,39 @@ def test_a_noisy_round_is_measured_again_a_bounded_number_of_times(monkeypatch, 
     assert sum("noisy, measuring it again" in line for line in lines) == sum(again)
 
 
+def test_a_round_measured_again_times_only_the_reference_and_jit_scan(monkeypatch):
+    """The other loops' epochs of a noisy round stand (nojit's takes seconds on a GPU): one per round."""
+    ran: list[str] = []
+    scans = iter([1.2, 0.7, 0.8, 1.1, 1.3])  # round 2 noisy twice, then fine
+
+    class Runner:
+        def __init__(self, name: str, *args: object) -> None:
+            self.name = name
+
+        def compile(self) -> None:
+            return None
+
+        def epoch(self, epoch: int, bar: bool) -> float:
+            if epoch == 1:
+                return 1.0
+            ran.append(self.name)
+            return next(scans) if self.name == "jit_scan" else 2.0
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(bench_train.roofline, "StepGemms", ScriptedGemms)
+    monkeypatch.setattr(bench_train.roofline, "large_gemm_gflops", lambda size, repeats: 100.0)
+    monkeypatch.setattr(bench_train, "VariantRunner", Runner)
+    params = bench_train.bench_params(128, 10)
+    measured = bench_train.run_rounds(
+        ["nojit", "jit_scan"], np.zeros((256, 784)), np.zeros(256), params, 3, 1, "off", lambda line: None
+    )
+    assert ran.count("nojit") == 3 and ran.count("jit_scan") == 5
+    assert measured["epochs"] == {"nojit": [2.0, 2.0, 2.0], "jit_scan": [1.2, 1.1, 1.3]}
+    assert measured["measured_again"] == [0, 2, 0]
+
+
 def test_the_tutorials_loop_trains_as_the_jit_variant_does():
     """The tutorial's own update (plain SGD on its loss) and the pipeline's jit variant agree after an epoch."""
     params = bench_train.bench_params(128, 1)

@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 COPIED = {"manifest.json": "device-run", "bench-train.json": "train", "bench-time-to-accuracy.json": "time-to-accuracy"}
 ROW_START = "| NVIDIA GPU"
 SECTION = "## Verified on"
+ALL_PARTS = ("pipeline", "determinism", "accelerator", "benchmarks")  # device_run.PARTS
 
 
 class UserError(Exception):
@@ -48,6 +49,32 @@ def device_name(manifest: dict[str, Any]) -> str:
     return name
 
 
+def cut_short(step: dict[str, Any] | None) -> bool:
+    """A step the run's time budget stopped or left out (no exit code, a note saying so)."""
+    return step is not None and step.get("exit_code") is None and "time budget" in (step.get("note") or "")
+
+
+def outcome(step: dict[str, Any] | None) -> str:
+    if step is None:
+        return "not in this run"
+    if step.get("exit_code") == 0:
+        return "ran"
+    return "not finished within the time budget" if cut_short(step) else "failed"
+
+
+def split_failed(manifest: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The manifest's failed steps: those that failed, and those the time budget cut short."""
+    steps = {s["name"]: s for s in manifest.get("steps", [])}
+    names = manifest.get("failed") or []
+    cut = [name for name in names if cut_short(steps.get(name))]
+    return [name for name in names if name not in cut], cut
+
+
+def parts_of(manifest: dict[str, Any]) -> list[str]:
+    """The parts the run ran (`--only`); a manifest from before the option ran them all."""
+    return manifest.get("parts") or list(ALL_PARTS)
+
+
 def what_ran(manifest: dict[str, Any], copied: list[str]) -> str:
     """The row's "what ran" cell, from the steps and verdicts in the manifest."""
     steps = {s["name"]: s for s in manifest["steps"]}
@@ -57,8 +84,8 @@ def what_ran(manifest: dict[str, Any], copied: list[str]) -> str:
         f"`tools/device-run.sh`: the stages ({'all passed' if ok('preprocess', *stages, 'report') else 'not all'}:"
         " preprocess; train, evaluate, profile of nojit, jit, jit_scan; report)"
     ]
-    parts.append("`bench_train.py` " + ("ran" if ok("bench-train") else "failed"))
-    parts.append("`bench_time_to_accuracy.py` " + ("ran" if ok("bench-time-to-accuracy") else "failed"))
+    parts.append("`bench_train.py` " + outcome(steps.get("bench-train")))
+    parts.append("`bench_time_to_accuracy.py` " + outcome(steps.get("bench-time-to-accuracy")))
     counts = manifest.get("accelerator")
     if counts:
         parts.append(
@@ -73,8 +100,11 @@ def what_ran(manifest: dict[str, Any], copied: list[str]) -> str:
             None: "determinism not checked",
         }[same]
     )
-    if manifest.get("failed"):
-        parts.append(f"**failed: {', '.join(manifest['failed'])}**")
+    failed, cut = split_failed(manifest)
+    if failed:
+        parts.append(f"**failed: {', '.join(failed)}**")
+    if cut:
+        parts.append(f"not finished within the call's time budget: {', '.join(cut)}")
     return "; ".join(parts) + "; results: " + ", ".join(f"`benchmarks/results/{name}`" for name in copied)
 
 
@@ -130,31 +160,44 @@ def import_results(results: Path, repo: Path, commit: bool) -> list[Path]:
     name = device_name(manifest)
     date = manifest["date"]
     target_dir = repo / "benchmarks" / "results"
+    parts = parts_of(manifest)
+    partial = "" if list(parts) == list(ALL_PARTS) else "-only-" + "-".join(parts)
     copies: list[tuple[Path, Path]] = []
     for source_name, what in COPIED.items():
         source = results / source_name
         if source.is_file():
+            what = what + partial if source_name == "manifest.json" else what
             target = target_dir / f"{date}-{what}-{slug(name)}.json"
             if target.exists() and target.read_bytes() != source.read_bytes():
                 raise UserError(f"{target}: exists with other content; move it away to import this run")
             copies.append((source, target))
     readme = repo / "README.md"
-    update_readme(readme, row(manifest, [target.name for _, target in copies]))
+    if "pipeline" in parts:  # the row says what a run of the stages showed; a partial run leaves it
+        update_readme(readme, row(manifest, [target.name for _, target in copies]))
     for source, target in copies:
         shutil.copyfile(source, target)
-    written = [target for _, target in copies] + [readme]
+    written = [target for _, target in copies] + ([readme] if "pipeline" in parts else [])
     if commit:
         names = [str(path.relative_to(repo)) for path in written]
-        failed = manifest.get("failed") or []
+        failed, cut = split_failed(manifest)
+        verdict = (
+            "every step passed"
+            if not failed and not cut
+            else "; ".join(
+                filter(
+                    None,
+                    [failed and "failed: " + ", ".join(failed), cut and "cut by the time budget: " + ", ".join(cut)],
+                )
+            )
+        )
         git(repo, "add", "--", *names)
         git(
             repo,
             "commit",
             "-q",
             "-m",
-            f"GPU run of record on {name} ({date}):"
-            f" {'every step passed' if not failed else 'failed: ' + ', '.join(failed)}; README's Verified on row"
-            f" from its manifest",
+            f"GPU run{' (' + ', '.join(parts) + ')' if partial else ' of record'} on {name} ({date}): {verdict}"
+            + ("; README's Verified on row from its manifest" if "pipeline" in parts else ""),
             "--",
             *names,
         )

@@ -59,7 +59,13 @@ def outcome(step: dict[str, Any] | None) -> str:
         return "not in this run"
     if step.get("exit_code") == 0:
         return "ran"
-    return "not finished within the time budget" if cut_short(step) else "failed"
+    if cut_short(step):
+        return (
+            "not run (the time budget was spent)"
+            if step.get("seconds") is None
+            else "not finished within the time budget"
+        )
+    return "failed"
 
 
 def split_failed(manifest: dict[str, Any]) -> tuple[list[str], list[str]]:

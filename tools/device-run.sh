@@ -24,7 +24,9 @@ What it runs, each step recorded (a failed step does not stop the rest; exit sta
   benchmarks/bench_train.py --json (real MNIST from the carried IDX files);
   benchmarks/bench_time_to_accuracy.py --raw <data/raw> --json (the preset, 10 seeds).
 The whole run keeps within DEVICE_RUN_BUDGET_S seconds (default 560); steps past it are recorded
-as not run.
+as not run. On an NVIDIA H200 (2026-11-27) the set-up, the stages, the determinism check and the
+accelerator tier took 388 s (train --variant nojit 136 s, the tier 170 s) and bench_train.py did not
+finish in the 214 s left in a second call: give the benchmarks a call of their own (--only benchmarks).
 
 Before the call, here (with the project's environment and the download stage's data/raw):
   tools/device-prepare.sh        # fills .device/: wheels (cp312) of what the image lacks, at the

@@ -310,3 +310,29 @@ def test_only_takes_known_parts_in_run_order(only, said):
     else:
         with pytest.raises(argparse.ArgumentTypeError, match=said):
             device_run.parts(only)
+
+
+def test_prepare_finds_a_pip_and_a_failed_prepare_leaves_the_folder_as_it_was(tmp_path, monkeypatch):
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import device_run
+    finally:
+        sys.path.pop(0)
+    python, *rest = device_run.pip_command()  # a venv made by `uv sync` has no pip: its base interpreter's
+    assert rest == ["-m", "pip"] and subprocess.run([python, "-c", "import pip"]).returncode == 0
+
+    project = tmp_path / "project"
+    project.mkdir()
+    for name in ("src", "requirements"):
+        (project / name).symlink_to(ROOT / name)
+    write_raw(project / "data" / "raw", 60, 20)
+    dest = tmp_path / ".device"
+    dest.mkdir()
+    (dest / "prepared.json").write_text('{"prepared": "earlier"}')
+    (dest / "raw.tar.xz").write_bytes(b"the earlier data")
+    monkeypatch.setattr(device_run, "pip_command", lambda: [sys.executable, "-c", "import sys; sys.exit(1)"])
+    with pytest.raises(device_run.UserError, match="pip download of .* wheels failed"):
+        device_run.prepare(dest, project)
+    assert sorted(p.name for p in dest.iterdir()) == ["prepared.json", "raw.tar.xz"]
+    assert (dest / "raw.tar.xz").read_bytes() == b"the earlier data"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp-")] == []

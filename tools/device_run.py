@@ -182,8 +182,8 @@ def pip_command() -> list[str]:
 def prepare(dest: Path, project: Path) -> None:
     """Fill `dest` with the wheels and the compressed data/raw of `project` (where the download stage ran).
 
-    Everything is written to a folder beside `dest` first and moved into place whole: a failed or
-    interrupted prepare leaves `dest` as it was."""
+    Everything is written to a folder beside `dest` first and moved into place when complete: a failed
+    prepare leaves `dest` as it was."""
     raw, record = project / "data" / "raw", project / "provenance" / "download.json"
     if not raw.is_dir() or not record.is_file():
         raise UserError(

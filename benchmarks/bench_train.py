@@ -190,10 +190,8 @@ def run_rounds(
             compile_seconds[name] = runner.compile()
             first[name] = runner.epoch(1, bar == "on")
             compiled = compile_seconds[name]
-            log(
-                f"{name}: {'compiled in ' + format(compiled, '.3f') + ' s, ' if compiled is not None else ''}"
-                f"first epoch {first[name]:.3f} s"
-            )
+            said = f"compiled in {compiled:.3f} s, " if compiled is not None else ""
+            log(f"{name}: {said}first epoch {first[name]:.3f} s")
         epochs: dict[str, list[float]] = {name: [] for name in names}
         with_bar: list[bool] = []
         references, large, loads, measured_again = [], [], [], []
@@ -207,11 +205,7 @@ def run_rounds(
                 reference = gemms.measure(repeats)  # right before the jit_scan epoch it is the limit of
                 # a round measured again: the reference and jit_scan, the two its ratio compares (the other
                 # loops' epochs stand; on a GPU, nojit's would cost seconds each time)
-                again = (
-                    [n for n in runners if n == "jit_scan"]
-                    if attempt
-                    else sorted(runners, key=lambda n: n != "jit_scan")
-                )
+                again = ["jit_scan"] if attempt else sorted(runners, key=lambda n: n != "jit_scan")
                 seconds = seconds | {name: runners[name].epoch(epoch, shown) for name in again}
                 load = round(os.getloadavg()[0], 2)
                 if attempt == retries or not noisy(seconds, reference):

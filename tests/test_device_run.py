@@ -25,6 +25,9 @@ from conftest import ROOT, compiling_afresh, write_raw
 from pythons import find_python, make_venv
 from workspace import copy_checkout
 
+sys.path.insert(0, str(ROOT / "tools"))
+import device_run as device_script  # noqa: E402  (tools/ is no package)
+
 # the GPU image's packages that the stages, the benchmarks and the tests use (its jax: CPU build here)
 IMAGE_PACKAGES = [
     "jax==0.11.2",
@@ -300,25 +303,15 @@ def test_import_tells_a_step_cut_by_the_budget_from_a_failure_and_a_partial_run_
     [("benchmarks,pipeline", None), ("determinism", "add pipeline"), ("gpu", "'gpu': not a part"), (",", "not a part")],
 )
 def test_only_takes_known_parts_in_run_order(only, said):
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        import device_run
-    finally:
-        sys.path.pop(0)
     if said is None:
-        assert device_run.parts(only) == ("pipeline", "benchmarks")
+        assert device_script.parts(only) == ("pipeline", "benchmarks")
     else:
         with pytest.raises(argparse.ArgumentTypeError, match=said):
-            device_run.parts(only)
+            device_script.parts(only)
 
 
 def test_prepare_finds_a_pip_and_a_failed_prepare_leaves_the_folder_as_it_was(tmp_path, monkeypatch):
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        import device_run
-    finally:
-        sys.path.pop(0)
-    python, *rest = device_run.pip_command()  # a venv made by `uv sync` has no pip: its base interpreter's
+    python, *rest = device_script.pip_command()  # a venv made by `uv sync` has no pip: its base interpreter's
     assert rest == ["-m", "pip"] and subprocess.run([python, "-c", "import pip"]).returncode == 0
 
     project = tmp_path / "project"
@@ -330,9 +323,9 @@ def test_prepare_finds_a_pip_and_a_failed_prepare_leaves_the_folder_as_it_was(tm
     dest.mkdir()
     (dest / "prepared.json").write_text('{"prepared": "earlier"}')
     (dest / "raw.tar.xz").write_bytes(b"the earlier data")
-    monkeypatch.setattr(device_run, "pip_command", lambda: [sys.executable, "-c", "import sys; sys.exit(1)"])
-    with pytest.raises(device_run.UserError, match="pip download of .* wheels failed"):
-        device_run.prepare(dest, project)
+    monkeypatch.setattr(device_script, "pip_command", lambda: [sys.executable, "-c", "import sys; sys.exit(1)"])
+    with pytest.raises(device_script.UserError, match="pip download of .* wheels failed"):
+        device_script.prepare(dest, project)
     assert sorted(p.name for p in dest.iterdir()) == ["prepared.json", "raw.tar.xz"]
     assert (dest / "raw.tar.xz").read_bytes() == b"the earlier data"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp-")] == []

@@ -22,13 +22,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from device_run import PARTS  # beside this script (tools/ is on sys.path when it runs)
+
 # the docstring's first line, kept where python -OO drops docstrings
 DESCRIPTION = "Import a GPU run of record (tools/device-run.sh's output folder) into the repository."
 ROOT = Path(__file__).resolve().parents[1]
 COPIED = {"manifest.json": "device-run", "bench-train.json": "train", "bench-time-to-accuracy.json": "time-to-accuracy"}
 ROW_START = "| NVIDIA GPU"
 SECTION = "## Verified on"
-ALL_PARTS = ("pipeline", "determinism", "accelerator", "benchmarks")  # device_run.PARTS
 
 
 class UserError(Exception):
@@ -78,7 +79,7 @@ def split_failed(manifest: dict[str, Any]) -> tuple[list[str], list[str]]:
 
 def parts_of(manifest: dict[str, Any]) -> list[str]:
     """The parts the run ran (`--only`); a manifest from before the option ran them all."""
-    return manifest.get("parts") or list(ALL_PARTS)
+    return manifest.get("parts") or list(PARTS)
 
 
 def what_ran(manifest: dict[str, Any], copied: list[str]) -> str:
@@ -167,7 +168,7 @@ def import_results(results: Path, repo: Path, commit: bool) -> list[Path]:
     date = manifest["date"]
     target_dir = repo / "benchmarks" / "results"
     parts = parts_of(manifest)
-    partial = "" if list(parts) == list(ALL_PARTS) else "-only-" + "-".join(parts)
+    partial = "" if list(parts) == list(PARTS) else "-only-" + "-".join(parts)
     copies: list[tuple[Path, Path]] = []
     for source_name, what in COPIED.items():
         source = results / source_name
@@ -186,16 +187,9 @@ def import_results(results: Path, repo: Path, commit: bool) -> list[Path]:
     if commit:
         names = [str(path.relative_to(repo)) for path in written]
         failed, cut = split_failed(manifest)
-        verdict = (
-            "every step passed"
-            if not failed and not cut
-            else "; ".join(
-                filter(
-                    None,
-                    [failed and "failed: " + ", ".join(failed), cut and "cut by the time budget: " + ", ".join(cut)],
-                )
-            )
-        )
+        said = [f"failed: {', '.join(failed)}"] if failed else []
+        said += [f"cut by the time budget: {', '.join(cut)}"] if cut else []
+        verdict = "; ".join(said) or "every step passed"
         git(repo, "add", "--", *names)
         git(
             repo,

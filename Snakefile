@@ -1,6 +1,5 @@
-# Thin entry point: the parameters (read and checked as DVC reads them), the rule files, the
-# default target. Every rule takes its command, params, inputs, outputs and code deps from the
-# stage table in src/mnist_jax_pipeline/orchestration/stage_table.py, the table dvc.yaml is generated from.
+# The workflow's table of contents: the rules (written from the stage table by `mnist-pipeline generate`),
+# what runs around the jobs, and the targets. docs/orchestrators.md says how both tools agree.
 import os
 
 from snakemake.utils import min_version
@@ -8,10 +7,7 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-# The software every rule runs with: the image this repository's Dockerfile builds, used when
-# Snakemake runs with `--software-deployment-method apptainer` (docs/scaling-out.md: "A software environment per rule").
-# By default Apptainer takes it from the local Docker daemon (`docker build -t mnist-jax-pipeline:cpu .`);
-# MNIST_PIPELINE_IMAGE names another, e.g. docker://<registry>/mnist-jax-pipeline:cuda12.
+# The image this repository's Dockerfile builds, used with `--software-deployment-method apptainer`
 container: os.environ.get("MNIST_PIPELINE_IMAGE", "docker-daemon://mnist-jax-pipeline:cpu")
 
 
@@ -24,20 +20,33 @@ include: "workflow/rules/sweep.smk"
 
 
 onstart:
-    STOPPER.stopped_before_start()
-    RULES.check_writable()
-    RULES.lock.hold()
+    PIPELINE.start(STOPPER)
 
 
 onsuccess:
-    RULES.record_in_dvc()
+    PIPELINE.finish(succeeded=True)
 
 
 onerror:
-    RULES.record_in_dvc()
+    PIPELINE.finish(succeeded=False)
 
 
-rule all:  # every output of every stage in the table
+rule all:  # every output of every stage
     default_target: True
     input:
-        all_targets,
+        PIPELINE.targets,
+
+
+if PIPELINE.sweep_errors:  # the target fails, naming each sweep file that is not valid
+
+    rule sweeps:
+        input:
+            [f"sweeps/{name}/compare.html" for name in PIPELINE.sweeps],
+        shell:
+            PIPELINE.sweeps_command()
+
+else:
+
+    rule sweeps:  # every sweep's comparison page: `snakemake --cores N sweeps`
+        input:
+            [f"sweeps/{name}/compare.html" for name in PIPELINE.sweeps],

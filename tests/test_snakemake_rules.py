@@ -14,11 +14,11 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
+from mnist_jax_pipeline.orchestration.snakemake_rules import Rules
 from snakemake.io import is_flagged
 
 from conftest import ROOT
 from mnist_jax_pipeline.orchestration import dvc_lock, freshness, markers, snakemake_rules, stage_table, stopping
-from mnist_jax_pipeline.orchestration.snakemake_rules import Rules
 
 # --- stopping.py ---
 

@@ -651,7 +651,8 @@ def environment(out: Path) -> None:
     """Versions and device: python, jax, jaxlib, numpy, the CUDA plugin; jax.devices(), nvidia-smi, the CPU."""
     from importlib import metadata
 
-    from mnist_jax_pipeline.foundation.runtime import cpu_model, numerics, package_version, set_numerics
+    from mnist_jax_pipeline.foundation.numerics import numerics, set_numerics
+    from mnist_jax_pipeline.foundation.runtime import cpu_model, package_version
 
     set_numerics()
     import jax

@@ -1,36 +1,18 @@
-# The parameters and the stage table as rules see them: declarations, and calls into
-# src/mnist_jax_pipeline/orchestration/snakemake_rules.py, where the work is done and tested.
-#
-# Ctrl-C, from the start of the workflow on, stops the running jobs cleanly and starts no new one
-# (orchestration/stopping.py): installed first, before the package's imports.
-from mnist_jax_pipeline.orchestration import stopping
+# What the rules read: the pipeline's jobs, marked current or stale by content as the Snakefile is read
+# (src/mnist_jax_pipeline/orchestration/snakefile.py), and the values the generated rules name.
+from mnist_jax_pipeline.orchestration.snakefile import Pipeline, Stopper
 
-STOPPER = stopping.install()
+STOPPER = Stopper()  # Ctrl-C from here on stops the run cleanly
+PIPELINE = Pipeline(workflow, config)
 
-from mnist_jax_pipeline.foundation import paths, variants
-from mnist_jax_pipeline.orchestration import code_deps, snakemake_paths, stage_table
-from mnist_jax_pipeline.orchestration.markers import MARKERS
-from mnist_jax_pipeline.orchestration.snakemake_rules import POINT, Rules, logged
+VARIANTS = PIPELINE.variant_pattern  # the variants params.yaml lists
+VARIANT_LIST = PIPELINE.variants
+ALL_VARIANTS = PIPELINE.all_variants  # any variant: a sweep chooses its own
+CACHE = PIPELINE.cache
+POINT_LOCK = PIPELINE.point_lock
+cache_key = PIPELINE.cache_key
+sweep_files = PIPELINE.sweep_files
 
-# Content, not file times, decides what is stale (orchestration/freshness.py, markers.py): each job's
-# provenance record is compared with the files, params.yaml and code as they are now. A job that is
-# not current gets a new marker (.snakemake/provenance/<job>), its one input that is not ancient();
-# every other input is ancient(), so a file time alone never re-runs a job. The default profile
-# (profiles/default) turns off Snakemake's own records as triggers for the same reason.
-RULES = Rules(workflow, config)
-RULES.prepare()
-
-VARIANTS = RULES.variants
-CACHE = RULES.cache
-SWEEPS = RULES.sweeps
-SWEEP_ERRORS = RULES.sweep_errors
-
-stage_inputs = RULES.stage_inputs
-stage_outputs = RULES.stage_outputs
-stage_params = RULES.stage_params
-stage_command = RULES.stage_command
-all_targets = RULES.all_targets
-point_inputs = RULES.point_inputs
-point_command = RULES.point_command
-sweeps_command = RULES.sweeps_command
-sweep_files = RULES.sweep_files
+REPORT = dict(caption="../report/report.rst", category="Report")  # Snakemake's own report (--report)
+SUMMARY = dict(caption="../report/summary.rst", category="Report")
+FIGURES = dict(caption="../report/figures.rst", category="Figures")

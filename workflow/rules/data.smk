@@ -1,46 +1,53 @@
-# download -> preprocess. Output folders are declared through what they hold, so Snakemake
-# compares file times while DVC tracks the same folders whole. Both rules may be shared between
-# checkouts through Snakemake's between-workflow cache
-# (SNAKEMAKE_OUTPUT_CACHE=<dir> snakemake --cache --cores all).
+# Written by `mnist-pipeline generate` from src/mnist_jax_pipeline/orchestration/stage_table.py: edit the table.
 
 
 rule check:
     input:
-        stage_inputs("check"),
+        ".snakemake/provenance/check.json",
     output:
-        **stage_outputs("check"),
+        record=update("provenance/check.json"),
     log:
         "logs/check.log",
-    params:
-        **stage_params("check"),
     shell:
-        stage_command("check")
+        "MNIST_PIPELINE_LOG={log:q} mnist-pipeline check"
 
 
 rule download:
     input:
-        stage_inputs("download"),
+        ".snakemake/provenance/download.json",
     output:
-        **stage_outputs("download"),
+        manifest=update("data/raw/manifest.json"),
+        arrays=update(directory("data/raw/arrays")),
+        idx=update(directory("data/raw/idx")),
+        record=update("provenance/download.json"),
     log:
         "logs/download.log",
     cache: CACHE
     threads: workflow.cores
     params:
-        **stage_params("download"),
+        key=cache_key("download"),
     shell:
-        stage_command("download")
+        "MNIST_PIPELINE_LOG={log:q} mnist-pipeline download"
 
 
 rule preprocess:
     input:
-        stage_inputs("preprocess"),
+        ".snakemake/provenance/preprocess.json",
+        "provenance/download.json",
+        ancient("data/raw/manifest.json"),
     output:
-        **stage_outputs("preprocess"),
+        train_images=update("data/processed/train_images.npy"),
+        train_labels=update("data/processed/train_labels.npy"),
+        val_images=update("data/processed/val_images.npy"),
+        val_labels=update("data/processed/val_labels.npy"),
+        test_images=update("data/processed/test_images.npy"),
+        test_labels=update("data/processed/test_labels.npy"),
+        stats=update("data/processed/stats.json"),
+        record=update("provenance/preprocess.json"),
     log:
         "logs/preprocess.log",
     cache: CACHE
     params:
-        **stage_params("preprocess"),
+        key=cache_key("preprocess"),
     shell:
-        stage_command("preprocess")
+        "MNIST_PIPELINE_LOG={log:q} mnist-pipeline preprocess"

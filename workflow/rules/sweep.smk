@@ -1,69 +1,83 @@
-# Sweeps: sweeps/<name>.yaml -> each point trained and evaluated in sweeps/<name>/<point>/, the
-# points side by side within --cores, all sharing one download and one preprocess ->
-# sweeps/<name>/compare.html. `snakemake --cores N sweeps` runs every sweep file.
-
-
-if SWEEP_ERRORS:  # the target fails, naming each file that is not valid
-
-    rule sweeps:
-        input:
-            [f"sweeps/{name}/{paths.COMPARE_HTML}" for name in SWEEPS],
-        shell:
-            sweeps_command()
-
-else:
-
-    rule sweeps:
-        input:
-            [f"sweeps/{name}/{paths.COMPARE_HTML}" for name in SWEEPS],
+# Written by `mnist-pipeline generate` from src/mnist_jax_pipeline/orchestration/stage_table.py: edit the table.
 
 
 rule sweep_point:
     input:
-        (MARKERS / POINT / "params").as_posix(),
+        ".snakemake/provenance/sweeps/{sweep}/{point}/params",
     output:
-        f"{POINT}/{paths.POINT_PARAMS}",
+        update("sweeps/{sweep}/{point}/params.yaml"),
     log:
         "logs/sweeps/{sweep}/{point}/params.log",
     shell:
-        logged("mnist-pipeline sweep-point --sweep {wildcards.sweep:q} --point {wildcards.point:q}")
+        "MNIST_PIPELINE_LOG={log:q} mnist-pipeline sweep-point"
+        " --sweep {wildcards.sweep:q} --point {wildcards.point:q}"
 
 
 rule sweep_train:
     input:
-        **point_inputs("train"),
+        ".snakemake/provenance/sweeps/{sweep}/{point}/train_{variant}.json",
+        "provenance/preprocess.json",
+        ancient("data/processed/train_images.npy"),
+        ancient("data/processed/train_labels.npy"),
+        ancient("data/processed/val_images.npy"),
+        ancient("data/processed/val_labels.npy"),
+        ancient("data/processed/test_images.npy"),
+        ancient("data/processed/test_labels.npy"),
+        ancient("data/processed/stats.json"),
+        params="sweeps/{sweep}/{point}/params.yaml",
     output:
-        [update(f"{POINT}/{path}") for path in snakemake_paths.snakemake_outputs("train", ())[0]],
+        model=update("sweeps/{sweep}/{point}/models/{variant}.safetensors"),
+        train_headline=update("sweeps/{sweep}/{point}/metrics/train/{variant}.json"),
+        train_metrics=update("sweeps/{sweep}/{point}/metrics/train/{variant}.full.json"),
+        train_run=update("sweeps/{sweep}/{point}/metrics/train/{variant}.run.json"),
+        train_history=update("sweeps/{sweep}/{point}/plots/train/{variant}.csv"),
+        record=update("sweeps/{sweep}/{point}/provenance/train_{variant}.json"),
     log:
         "logs/sweeps/{sweep}/{point}/train_{variant}.log",
     wildcard_constraints:
-        variant="|".join(variants.names()),
+        variant=ALL_VARIANTS,
     shell:
-        point_command("train")
+        POINT_LOCK
+        + "MNIST_PIPELINE_LOG={log:q} mnist-pipeline --params {input.params:q} train --variant {wildcards.variant} --root sweeps/{wildcards.sweep}/{wildcards.point:q}"
 
 
 rule sweep_evaluate:
     input:
-        **point_inputs("evaluate"),
+        ".snakemake/provenance/sweeps/{sweep}/{point}/evaluate_{variant}.json",
+        "provenance/preprocess.json",
+        "sweeps/{sweep}/{point}/provenance/train_{variant}.json",
+        ancient("data/processed/train_images.npy"),
+        ancient("data/processed/train_labels.npy"),
+        ancient("data/processed/val_images.npy"),
+        ancient("data/processed/val_labels.npy"),
+        ancient("data/processed/test_images.npy"),
+        ancient("data/processed/test_labels.npy"),
+        ancient("data/processed/stats.json"),
+        ancient("sweeps/{sweep}/{point}/models/{variant}.safetensors"),
+        params="sweeps/{sweep}/{point}/params.yaml",
     output:
-        [update(f"{POINT}/{path}") for path in snakemake_paths.snakemake_outputs("evaluate", ())[0]],
+        eval_headline=update("sweeps/{sweep}/{point}/metrics/evaluate/{variant}.json"),
+        eval_metrics=update("sweeps/{sweep}/{point}/metrics/evaluate/{variant}.full.json"),
+        eval_details=update("sweeps/{sweep}/{point}/metrics/evaluate/{variant}_details.json"),
+        confusion=update("sweeps/{sweep}/{point}/plots/confusion/{variant}.csv"),
+        record=update("sweeps/{sweep}/{point}/provenance/evaluate_{variant}.json"),
     log:
         "logs/sweeps/{sweep}/{point}/evaluate_{variant}.log",
     wildcard_constraints:
-        variant="|".join(variants.names()),
+        variant=ALL_VARIANTS,
     shell:
-        point_command("evaluate")
+        POINT_LOCK
+        + "MNIST_PIPELINE_LOG={log:q} mnist-pipeline --params {input.params:q} evaluate --variant {wildcards.variant} --root sweeps/{wildcards.sweep}/{wildcards.point:q}"
 
 
 rule sweep_compare:
     input:
         sweep_files,
-        code_deps.command_code("compare", ("stages/report/templates",)),
         sweep="sweeps/{sweep}.yaml",
     output:
-        f"sweeps/{{sweep}}/{paths.COMPARE_HTML}",
-        f"sweeps/{{sweep}}/{paths.COMPARE_CSV}",
+        "sweeps/{sweep}/compare.html",
+        "sweeps/{sweep}/results.csv",
     log:
         "logs/sweeps/{sweep}/compare.log",
     shell:
-        logged("mnist-pipeline compare --sweep {wildcards.sweep:q}")
+        "MNIST_PIPELINE_LOG={log:q} mnist-pipeline compare --sweep {wildcards.sweep:q}"

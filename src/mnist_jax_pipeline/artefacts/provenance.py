@@ -24,8 +24,8 @@ from .record import Record
 IGNORED_NAMES = (".snakemake_timestamp", "__pycache__", ".gitignore")
 
 
-class Run(Record):
-    """How the run went: which tool ran it, when, and what its checks cost (none of it decides freshness)."""
+class Execution(Record):
+    """How the job ran: which tool ran it, when, and what its checks cost (none of it decides freshness)."""
 
     tool: str  # "snakemake", "dvc", or "mnist-pipeline" (run by hand)
     started: str  # ISO 8601, UTC, to the millisecond
@@ -42,7 +42,7 @@ class Stamp(Record):
     inputs: dict[str, str]
     outputs: dict[str, str]
     versions: dict[str, str]  # the runtime it ran on, for the record (the lock file is an input)
-    run: Run | None = None  # absent from records written before it was kept
+    run: Execution | None = None
 
 
 MAPPED = 1 << 20  # files this large or larger are hashed through a memory map (about 10% less CPU)

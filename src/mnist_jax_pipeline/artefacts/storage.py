@@ -16,8 +16,7 @@ from typing import Any, TypeVar
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
-from ..foundation.errors import PipelineError, missing, remake
-from ..foundation.text_files import read_text
+from ..foundation.errors import PipelineError, missing, read_text, remake
 from . import atomic
 
 Model = TypeVar("Model", bound=BaseModel)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 
@@ -96,9 +97,12 @@ class RunInfo(Record):
     runtime_lock_sha256: str | None = None  # requirements/runtime.txt, the locked runtime versions
     xla_flags: str | None = None  # XLA_FLAGS in force: the deterministic GPU ops (runtime.set_numerics)
     matmul_precision: str | None = None  # float32 matmuls: "highest" is full float32 on GPU and TPU too
-    ran_alone: bool  # it held the pipeline's exclusive lock
+    timing_lock: Literal["held", "off", "not held"]  # the machine's timing lock while it trained (runtime.py)
     lock_wait_seconds: float
     loadavg_1m_at_start: float | None
+    loadavg_1m_at_end: float | None
+    other_cpu_share: float | None  # other processes' share of the machine's CPU time while it trained
+    busy: bool  # not held, or other processes used more than runtime.BUSY_SHARE
 
 
 def read_metrics(variant: str, root: str | Path = ".") -> TrainMetrics:

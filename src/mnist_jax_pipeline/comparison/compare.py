@@ -254,7 +254,7 @@ def main(args: argparse.Namespace) -> None:
     if bool(args.sweep) == bool(args.dvc):
         raise PipelineError("compare: give either --sweep NAME or --dvc")
     if args.out:
-        atomic.refuse_foreign(args.out, "--out", "compare", MARKER)
+        atomic.claim(args.out, option="--out", command="compare", signature=MARKER)
     if args.sweep:
         sweep = sweeps.load(sweeps.FOLDER / f"{args.sweep}.yaml", args.params)
         folder = sweeps.FOLDER / sweep.name

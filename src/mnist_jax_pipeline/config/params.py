@@ -1,15 +1,14 @@
-"""params.yaml: its one typed declaration, read the way DVC reads it, and checked in full.
+"""params.yaml: its one typed declaration, read as DVC reads it, and checked in full.
 
-The pydantic models below are the only declaration of the parameters: their types and
-bounds, the rules that span several fields, and the JSON schema in `workflow/schemas/`
-(generated from them; a test keeps it current). The file is read as YAML 1.2 with
-ruamel.yaml's safe loader, as DVC reads it, so `1e-3` is a number and `yes` a string for
-both. Every refusal is one line naming the file and the key.
+The models below declare every parameter's type and bounds and the rules across fields; the JSON
+schema in workflow/schemas/ is written from them. The file is read as YAML 1.2 (ruamel.yaml's safe
+loader, as DVC reads it), so `1e-3` is a number for both. Every refusal is one line naming the key.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import math
@@ -24,8 +23,7 @@ from pydantic_core import ErrorDetails
 
 from ..foundation import variants
 from ..foundation.dataset_facts import IMAGE_PIXELS, NUM_CLASSES, SPLIT_SIZES
-from ..foundation.errors import PipelineError, clip
-from ..foundation.text_files import read_text
+from ..foundation.errors import PipelineError, clip, read_text
 
 DEFAULT_PARAMS = Path("params.yaml")
 SEED_MAX = 2**32 - 1  # JAX keys keep a seed's low 32 bits: 2**32 would give seed 0's key
@@ -157,6 +155,9 @@ class Params(Section):
         chosen = {key: values[key] for key in sections} if sections else values
         canonical = json.dumps(chosen, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+SECTIONS = tuple(Params.model_fields)  # the params.yaml sections
 
 
 def parameter_count(layer_sizes: tuple[int, ...]) -> int:
@@ -294,8 +295,18 @@ def _set_in(node: Any, key: str = "") -> str | None:
 
 
 def load(path: str | Path = DEFAULT_PARAMS) -> Params:
-    """Read and validate a params file."""
-    return validate(read_yaml(path), source=str(path))
+    """Read and validate a params file (once per process while the file stays as it is)."""
+    try:
+        info = os.stat(path)
+        key = (info.st_ino, info.st_size, info.st_mtime_ns)
+    except OSError:
+        key = None
+    return _load(str(path), key) if key else validate(read_yaml(path), source=str(path))
+
+
+@functools.lru_cache(maxsize=8)
+def _load(path: str, key: tuple[int, int, int]) -> Params:
+    return validate(read_yaml(path), source=path)
 
 
 def main(args: argparse.Namespace) -> None:

@@ -1,15 +1,8 @@
-"""What a stage says on the console, and under which name.
+"""What a stage says, and under which name: `HH:MM:SS LEVEL train@jit message` on stderr.
 
-Every log line of a stage names its job: `train@jit`, and for a sweep point also the point,
-`train@jit_scan [step_size/step_size=0.05]`, so the lines of jobs running side by side can be told
-apart. Snakemake's console names its jobs the same way (src/snakemake_logger_plugin_mnist_pipeline).
-
-Details (the profile stage's op table, its memory explanations) go to the `details` logger: under
-Snakemake, whose rules set MNIST_PIPELINE_LOG to the job's log file, they are written there and not
-to the console; elsewhere (dvc repro, a stage run by hand) they are logged like any other line. The
-report shows them too. Whether progress bars are drawn at all (MNIST_PIPELINE_PROGRESS, a terminal)
-is decided here too, for training's bars and TFDS's alike. This module imports nothing heavy:
-Snakemake loads it at every start.
+Under Snakemake, whose rules name the job's log file in MNIST_PIPELINE_LOG, every line goes to that
+file too, and the details (the profile's op table, say) go there only. Whether progress bars are drawn
+(MNIST_PIPELINE_PROGRESS, a terminal) is decided here too. This module imports nothing heavy.
 """
 
 from __future__ import annotations
@@ -25,9 +18,12 @@ from typing import IO
 
 from .errors import PipelineError
 
-LOG_ENV = "MNIST_PIPELINE_LOG"  # the job's log file (Snakemake's `log:`), set by the rules' commands
-SWEEPS = Path("sweeps")  # sweep points live in sweeps/<sweep>/<point>/ (sweeps.py)
+LOG_ENV = "MNIST_PIPELINE_LOG"  # the job's log file, set by the Snakemake rules
+PROGRESS_ENV = "MNIST_PIPELINE_PROGRESS"  # 0/off: never a bar, 1/on: always, unset/auto: on a terminal only
+PROGRESS_SETTINGS = {"0": False, "off": False, "1": True, "on": True, "": None, "auto": None}
+SWEEPS = Path("sweeps")  # sweep points live in sweeps/<sweep>/<point>/
 HANDLER = "mnist-pipeline"  # the name of the handlers configure() installs, so a second call replaces them
+NOISY = ("absl", "jax._src", "matplotlib", "PIL", "tensorflow")  # heard from at WARNING and above
 details = logging.getLogger("mnist_jax_pipeline.details")
 
 
@@ -37,65 +33,72 @@ def job_label(stage: str, variant: str | None = None, root: str | Path = ".") ->
     where = Path(root)
     if where == Path("."):
         return name
-    if SWEEPS in where.parents:
-        where = where.relative_to(SWEEPS)
-    return f"{name} [{where.as_posix()}]"
-
-
-def _replace(logger: logging.Logger, handler: logging.Handler) -> None:
-    for old in [h for h in logger.handlers if h.name == HANDLER]:
-        logger.removeHandler(old)
-        old.close()
-    handler.name = HANDLER
-    logger.addHandler(handler)
+    return f"{name} [{(where.relative_to(SWEEPS) if SWEEPS in where.parents else where).as_posix()}]"
 
 
 class OneLinePluginError(logging.Filter):
-    """JAX logs a backend plugin that cannot start (a CUDA build on a machine without a GPU) with its
-    traceback, then runs on the CPU: one line says so instead."""
+    """JAX logs a backend plugin that cannot start (a CUDA build without a GPU) with its traceback, then runs
+    on the CPU: one warning line says so instead."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.exc_info and record.exc_info[1] is not None:
             cause = str(record.exc_info[1]).strip().splitlines()[0][:200]
             record.msg, record.args = f"{record.getMessage()}: {cause}; JAX runs on the other backends (the CPU)", None
             record.exc_info = record.exc_text = None
-            record.levelno, record.levelname = logging.WARNING, "WARNING"  # a fallback, not a failure
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
         return True
 
 
-def quiet_backend_fallback() -> None:
-    """Make JAX's report of a backend it cannot start one line (OneLinePluginError)."""
-    logger = logging.getLogger("jax._src.xla_bridge")
-    if not any(isinstance(f, OneLinePluginError) for f in logger.filters):
-        logger.addFilter(OneLinePluginError())
+def _install(logger: logging.Logger, handlers: list[logging.Handler]) -> None:
+    for old in [h for h in logger.handlers if h.name == HANDLER]:
+        logger.removeHandler(old)
+        old.close()
+    for handler in handlers:
+        handler.name = HANDLER
+        logger.addHandler(handler)
 
 
-NOISY = ("absl", "jax._src", "matplotlib", "PIL", "tensorflow")  # libraries heard from at WARNING and above
+def log_file() -> Path | None:
+    """The job's log file (MNIST_PIPELINE_LOG), which must be a `.log` file; None when unset."""
+    setting = os.environ.get(LOG_ENV)
+    if not setting:
+        return None
+    path = Path(setting)
+    if path.suffix != ".log" or (path.exists() and not path.is_file()):
+        raise PipelineError(f"{LOG_ENV}={setting}: not a .log file; unset it (the Snakemake rules set it per job)")
+    return path
 
 
 def configure(label: str, verbose: bool = False) -> None:
-    """Log lines as `HH:MM:SS LEVEL <label> message` on stderr; details to MNIST_PIPELINE_LOG when it is set;
-    the libraries' chatter quiet, and a backend JAX cannot start one line."""
+    """Log lines naming the job on stderr, and into the job's log file when there is one; libraries quiet."""
     fmt = logging.Formatter(f"%(asctime)s %(levelname)s {label.replace('%', '%%')} %(message)s", "%H:%M:%S")
     root = logging.getLogger()
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
     on_console = logging.StreamHandler(sys.stderr)
-    on_console.setFormatter(fmt)
-    _replace(root, on_console)
+    into_log = None
+    with contextlib.suppress(PipelineError):  # a bad setting is refused as the command starts (run.stage)
+        path = log_file()
+        into_log = logging.FileHandler(path, mode="a", encoding="utf-8", delay=True) if path else None
+    for handler in filter(None, (on_console, into_log)):
+        handler.setFormatter(fmt)
+    _install(root, [h for h in (on_console, into_log) if h])
+    details.propagate = into_log is None
+    _install(details, [into_log] if into_log else [])
     for noisy in NOISY:
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    quiet_backend_fallback()
-    log_file = os.environ.get(LOG_ENV)
-    details.propagate = not log_file
-    if log_file:
-        # appended: the rule's `tee -a` writes the console's lines into the same file
-        into_log = logging.FileHandler(log_file, mode="a", encoding="utf-8", delay=True)
-        into_log.setFormatter(fmt)
-        _replace(details, into_log)
-    else:
-        for old in [h for h in details.handlers if h.name == HANDLER]:
-            details.removeHandler(old)
-            old.close()
+    jax_bridge = logging.getLogger("jax._src.xla_bridge")
+    if not any(isinstance(f, OneLinePluginError) for f in jax_bridge.filters):
+        jax_bridge.addFilter(OneLinePluginError())
+
+
+def say(line: str) -> None:
+    """A line of the command's own (its error, its stop) on stderr and in the job's log file."""
+    print(line, file=sys.stderr)
+    with contextlib.suppress(PipelineError, OSError):
+        path = log_file()
+        if path:
+            with path.open("a", encoding="utf-8") as log:
+                log.write(line + "\n")
 
 
 @contextlib.contextmanager
@@ -111,10 +114,6 @@ def prints_to_details() -> Iterator[None]:
                 details.info("%s", line)
 
 
-PROGRESS_ENV = "MNIST_PIPELINE_PROGRESS"  # 0/off: never a bar, 1/on: always, unset/auto: on a terminal only
-PROGRESS_SETTINGS = {"0": False, "off": False, "1": True, "on": True, "": None, "auto": None}
-
-
 def terminal_columns(stream: IO[str]) -> int:
     """The terminal's width, 0 where it is not a terminal or reports no size."""
     try:
@@ -124,8 +123,7 @@ def terminal_columns(stream: IO[str]) -> int:
 
 
 def progress_wanted(stream: IO[str] = sys.stderr) -> bool:
-    """Progress bars (training's, TFDS's) on a terminal that has a width, unless MNIST_PIPELINE_PROGRESS
-    says otherwise."""
+    """Progress bars on a terminal that has a width, unless MNIST_PIPELINE_PROGRESS says otherwise."""
     setting = os.environ.get(PROGRESS_ENV, "").strip().lower()
     if setting not in PROGRESS_SETTINGS:
         raise PipelineError(

@@ -1,13 +1,10 @@
-"""The command table of `mnist-pipeline`: each command's module, help and options.
-
-It is data, read by the entry point (cli.py, which parses and dispatches) and by the stage table
-(code_deps.py, which follows a stage's command to its module for the code deps), so neither imports
-the other.
-"""
+"""The command table of `mnist-pipeline`: each command's function, help and options."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..foundation import paths, variants
@@ -39,15 +36,20 @@ class Option:
 
 @dataclass(frozen=True)
 class Command:
-    module: str  # relative to this package, with `:function` where not `main(args)` runs the command
+    module: str  # relative to the package, with `:function` where not `main(args)` runs the command
     help: str
     options: tuple[Option, ...] = field(default_factory=tuple)
     hidden: bool = False  # run by the orchestrators, not by hand: left out of the command list
 
+    def function(self) -> Callable[[argparse.Namespace], None]:
+        """The function that runs the command, its module imported now."""
+        module, _, name = self.module.partition(":")
+        return getattr(importlib.import_module(f"{__package__.rpartition('.')[0]}.{module}"), name or "main")
+
 
 VARIANT = Option("--variant", "training variant", choices=variants.names())
 PROCESSED = Option("--processed", "folder of the processed arrays", paths.PROCESSED.path)
-ROOT = Option("--root", "folder the stage's outputs go under, as laid out in paths.py", ".")
+ROOT = Option("--root", "folder the stage's outputs go under (a sweep point's)", ".")
 
 COMMANDS: dict[str, Command] = {
     "check": Command("config.params", "validate the parameters file and exit"),

@@ -1,12 +1,6 @@
-"""DVC's side of a Snakemake run: DVC's repository lock held while jobs run, and dvc.lock kept in step
-with the provenance records by every run, one with nothing to run too.
-
-Snakemake records what it made in dvc.lock with `dvc commit` (`record_run`), for the jobs that are
-current by content. A run with nothing to run must do the same: after `git stash` or
-`git checkout dvc.lock` over a current workspace, dvc.lock names older outputs while every job is
-current, and only a commit brings DVC back in line. A fingerprint of dvc.lock and of the records,
-kept beside Snakemake's markers, says whether that commit is needed: it is the same as at the last
-commit only while neither file changed, so a run with nothing to do costs one hash of each.
+"""DVC's side of a Snakemake run: DVC's own repository lock held while jobs run, and dvc.lock brought in
+step with the provenance records by `dvc commit`, also by a run with nothing to run (after
+`git checkout dvc.lock`, say). A fingerprint of dvc.lock and the records says when that is needed.
 """
 
 from __future__ import annotations
@@ -25,7 +19,6 @@ from .freshness import Checker, Job
 DVC_LOCK = Path("dvc.lock")
 REPOSITORY_LOCK = Path(".dvc/tmp/lock")  # DVC's own: one DVC command at a time in a checkout
 BUSY = "error: a DVC command is running in this checkout ({}); wait for it to end, then run snakemake again"
-COMMIT_ENV = "MNIST_PIPELINE_DVC_COMMIT"  # 0: a Snakemake run leaves dvc.lock alone
 AGREED = Path(".snakemake/provenance/dvc.lock.agreed")  # the fingerprint at the last dvc commit
 UP_TO_DATE = "dvc.lock: brought up to date with the outputs, all current by content (dvc commit)"
 
@@ -51,7 +44,6 @@ def in_step(jobs: Iterable[Job]) -> bool:
 
 
 def remember(jobs: Iterable[Job]) -> None:
-    """Keep the fingerprint of dvc.lock and the records as they are now, just recorded."""
     AGREED.parent.mkdir(parents=True, exist_ok=True)
     atomic.write_text(AGREED, fingerprint(jobs) + "\n")
 
@@ -60,8 +52,7 @@ def commit(names: list[str]) -> str | None:
     """`dvc commit` of these stages; None, or the one line that says why it failed."""
     if not names:
         return None
-    # In a session of its own: a Ctrl-C pressed again while it records (it reaches the whole process group)
-    # must not cut dvc.lock's update short; the run stops once it is written.
+    # its own session: a second Ctrl-C, which reaches the process group, must not cut dvc.lock's update short
     done = subprocess.run(
         ["dvc", "commit", "--force", "--quiet", *names], capture_output=True, text=True, start_new_session=True
     )
@@ -81,26 +72,24 @@ def bring_up_to_date(jobs: list[Job]) -> str | None:
     if failed:
         return f"warning: dvc.lock: {failed}"
     remember(jobs)
-    if DVC_LOCK.read_bytes() != before:
-        return UP_TO_DATE
-    return None
+    return UP_TO_DATE if DVC_LOCK.read_bytes() != before else None
 
 
 def committing() -> bool:
-    """Whether Snakemake runs record in dvc.lock: a DVC project, and MNIST_PIPELINE_DVC_COMMIT is not 0."""
-    return Path(".dvc").is_dir() and os.environ.get(COMMIT_ENV, "1") != "0"
+    """Whether this is a DVC project, whose dvc.lock a Snakemake run keeps in step."""
+    return Path(".dvc").is_dir()
 
 
 class RepositoryLock:
-    """DVC's repository lock, held while a Snakemake run's jobs run, so `dvc repro` (or `dvc exp run`)
-    cannot run the same stages beside it, and it does not start beside one of them."""
+    """DVC's repository lock, held while a Snakemake run's jobs run: `dvc repro` cannot start beside them,
+    and they do not start beside a DVC command, nor beside a stage DVC runs."""
 
     def __init__(self, path: Path = REPOSITORY_LOCK) -> None:
         self.path = path
         self.held: list[object] = []
 
     def hold(self) -> None:
-        """Take the lock, or stop with one line naming what holds it (a DVC command, or a stage it runs)."""
+        """Take the lock, or stop with one line naming what holds it."""
         if not self.path.parent.parent.is_dir():  # no .dvc: not a DVC project
             return
         import zc.lockfile
@@ -116,8 +105,8 @@ class RepositoryLock:
             raise SystemExit(BUSY.format(f"pid {running[0]} runs a stage"))
 
     def stage_runs(self) -> list[int]:
-        """Processes that run a DVC stage now: DVC lets go of its repository lock while a stage's command
-        runs, and holds read and write locks on the stage's paths in .dvc/tmp/rwlock instead."""
+        """Processes running a DVC stage now: DVC lets go of its repository lock while a stage's command runs,
+        and keeps the stage's path locks in .dvc/tmp/rwlock instead."""
         import psutil
 
         try:
@@ -133,21 +122,23 @@ class RepositoryLock:
             self.held.pop().close()  # type: ignore[attr-defined]
 
 
-def record_run(checker: Checker, jobs: list[Job], ran: set[str]) -> str | None:
-    """`dvc commit` the jobs of a run's DAG (`ran`: their names) whose outputs are current by content:
-    dvc.lock never names an output under parameters, code or inputs it was not made from. Jobs that are
-    not current are named in one line on stderr. None, or the line that says why the commit failed."""
-    current: list[tuple[str, list[str]]] = []
-    left: list[tuple[str, list[str]]] = []
+def commit_current(checker: Checker, jobs: list[Job], ran: set[str], succeeded: bool = True) -> str | None:
+    """`dvc commit` the jobs of a run (`ran`: their names) whose outputs are current by content, so dvc.lock
+    never names an output made from other inputs; after a run that succeeded, the others are named in one
+    line. None, or why the commit failed."""
+    current: list[str] = []
+    left: list[tuple[str, str]] = []
     for job in jobs:
         if job.name in ran:
             problems = checker.problems(job)
-            (left if problems else current).append((job.name, problems[:1]))
-    if left:  # one line: after a failed or stopped run, every job after the failed one is here
-        first, (problem,) = left[0]
+            if problems:
+                left.append((job.name, problems[0]))
+            else:
+                current.append(job.name)
+    if left and succeeded:  # after a failed run, the failure says why
         others = f" (and {', '.join(name for name, _ in left[1:])})" if left[1:] else ""
-        print(f"dvc.lock: not current, so not recorded: {first}: {problem}{others}", file=sys.stderr)
-    failed = commit([name for name, _ in current])
+        print(f"dvc.lock: {left[0][0]} not recorded, not current: {left[0][1]}{others}", file=sys.stderr)
+    failed = commit(current)
     if failed:
         return failed
     if not left and {job.name for job in jobs} <= ran:

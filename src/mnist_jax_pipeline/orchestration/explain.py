@@ -1,10 +1,8 @@
 """`mnist-pipeline explain PATH`: where an output came from, and whether it is current.
 
-For any output of a stage (a file, a folder, a file inside an output folder, a provenance record),
-under the project root or a sweep point's folder, it names the job that made it, the tool that ran
-it and when, the parameter values, code and inputs it was made from (short SHA-256 digests, from
-the job's provenance record), whether the file is as recorded, and whether the job is current now
-by the same rule both orchestrators apply (freshness.py), with the command that fixes it if not.
+For an output of a stage (under the project root or a sweep point's folder) it names the job that made
+it, the tool that ran it and when, the parameters, code and inputs it was made from (from its record),
+whether the file is as recorded, and whether the job is current now, with the command that fixes it.
 """
 
 from __future__ import annotations
@@ -18,15 +16,14 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ..artefacts.provenance import Run, Stamp
+from ..artefacts.provenance import Execution, Stamp
 from ..config.params import load
 from ..foundation import console, paths, variants
 from ..foundation.errors import PipelineError
-from . import code_deps, stage_table
+from . import stage_table
 from .commands import COMMANDS
-from .freshness import Checker, Job
+from .freshness import CODE_ROOT, Checker, Job
 
-POINT_STAGES = ("train", "evaluate")  # what a sweep point runs (orchestration/snakemake_rules.py)
 SHORT = 8  # hex digits of a digest shown
 CODE_SHOWN = 3  # code files named
 WIDTH = 100  # columns a listing is wrapped at
@@ -59,7 +56,7 @@ def find_job(rel: PurePosixPath) -> Job | None:
     """The job whose output (or record) `rel` is, or lies inside; a sweep point's under its folder."""
     root, rest, allowed = Path("."), rel, [stage.name for stage in stage_table.STAGES]
     if rel.parts[:1] == (console.SWEEPS.name,) and len(rel.parts) > 3:
-        root, rest, allowed = Path(*rel.parts[:3]), PurePosixPath(*rel.parts[3:]), list(POINT_STAGES)
+        root, rest, allowed = Path(*rel.parts[:3]), PurePosixPath(*rel.parts[3:]), list(stage_table.POINT_STAGES)
     for stage in stage_table.STAGES:
         if stage.name not in allowed:
             continue
@@ -115,7 +112,7 @@ def params_lines(stamp: Stamp, now: dict[str, Any], params_path: str) -> list[st
 def code_lines(stamp: Stamp, stage: stage_table.Stage) -> list[str]:
     """The count of code files, the stage's own module first, a few with short digests."""
     module = COMMANDS[stage.command].module.partition(":")[0]
-    own = (code_deps.CODE_ROOT / Path(*module.split("."))).with_suffix(".py").as_posix()
+    own = (CODE_ROOT / Path(*module.split("."))).with_suffix(".py").as_posix()
     names = sorted(stamp.code, key=lambda name: (name != own, name))
     shown = [f"{name} {short(stamp.code[name])}" for name in names[:CODE_SHOWN]]
     more = [f"and {len(names) - CODE_SHOWN} more"] if len(names) > CODE_SHOWN else []
@@ -142,7 +139,7 @@ def input_lines(stamp: Stamp, job: Job, checker: Checker) -> list[str]:
     return lines or [_label("inputs") + "none"]
 
 
-def run_line(run: Run | None) -> str:
+def run_line(run: Execution | None) -> str:
     """Which tool ran the job, when, and for how long."""
     if run is None:
         return _label("ran by") + "not recorded (a record from before runs were kept)"

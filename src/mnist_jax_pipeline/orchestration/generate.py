@@ -1,111 +1,236 @@
-"""The files derived from the stage table and the params types: dvc.yaml and the params.yaml
-JSON schema, written by `mnist-pipeline generate` (checked with `--check`)."""
+"""The files written from the stage table and the parameter types: dvc.yaml, the Snakemake rules under
+workflow/rules/ and the params.yaml JSON schema (`mnist-pipeline generate`; `--check` compares them)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
+import shutil
+import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
 
+from ..artefacts.atomic import write_text
 from ..config.params import schema
 from ..foundation import paths
 from ..foundation.errors import PipelineError
-from .code_deps import CODE_ROOT, code_files
-from .stage_table import STAGES, Stage
+from .freshness import CODE_ROOT, RUNTIME_LOCK, code_files
+from .stage_table import POINT_STAGES, SHARED, STAGES, Stage, get
 
-DVC_YAML = Path("dvc.yaml")
-SCHEMA_JSON = Path("workflow/schemas/params.schema.json")
+HEADER = (
+    "# Written by `mnist-pipeline generate` from src/mnist_jax_pipeline/orchestration/stage_table.py: edit the table.\n"
+)
+MARKERS = ".snakemake/provenance"  # a job's marker: its one input whose time is not ancient (snakemake.py)
+POINT = "sweeps/{sweep}/{point}"
+RULE_FILES = {
+    "data": ("check", "download", "preprocess"),
+    "train": ("train", "evaluate"),
+    "profile": ("profile",),
+    "report": ("report",),
+}
+# outputs shown in Snakemake's own report (--report): their caption and category, in common.smk
+SNAKEMAKE_REPORT = {
+    paths.REPORT_HTML.path: "REPORT",
+    paths.REPORT_MD.path: "SUMMARY",
+    paths.REPORT_FIGURES.path: "FIGURES",
+}
 
 
-def _dvc_code(files: list[str], root: Path = CODE_ROOT) -> list[str]:
-    """Files, with a sub-package folder in place of its files when all of them are listed."""
-    listed = set(files)
-    folders = sorted({str(Path(f).parent) for f in files if Path(f).parent != root}, key=len)
+# --- dvc.yaml -------------------------------------------------------------------------------------------
+
+
+def dvc_code(stage: Stage) -> list[str]:
+    """The stage's code files for dvc.yaml, a folder in place of its files where all of them are listed."""
+    files = {f.as_posix() for f in code_files(stage, CODE_ROOT)}
     whole: list[str] = []
-    for folder in folders:
-        contents = {str(p) for p in Path(folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts}
-        if contents <= listed and not any(folder.startswith(w + "/") for w in whole):
+    for folder in sorted({str(Path(f).parent) for f in files if Path(f).parent != CODE_ROOT}, key=len):
+        contents = {p.as_posix() for p in Path(folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+        if contents <= files and not any(folder.startswith(w + "/") for w in whole):
             whole.append(folder)
-    return sorted(whole + [f for f in files if not any(f.startswith(w + "/") for w in whole)])
-
-
-# --- dvc.yaml ------------------------------------------------------------------------------------------
+    kept = [f for f in files if not any(f.startswith(w + "/") for w in whole)]
+    return sorted([RUNTIME_LOCK.as_posix(), *whole, *kept])
 
 
 def _dvc_path(artefact: paths.Artefact, consumer: Stage) -> str:
-    """How a stage names an artefact in dvc.yaml: per-variant paths use `${item}` in a per-variant stage,
-    else their folder."""
+    """A per-variant path is `${item}` in a per-variant stage, else its folder."""
     if not artefact.per_variant:
         return artefact.path
-    if consumer.per_variant:
-        return artefact.path.replace("{variant}", "${item}")
-    return str(Path(artefact.path).parent)
-
-
-def _plot(artefact: paths.Artefact, path: str) -> dict:
-    assert artefact.plot is not None
-    plot = artefact.plot
-    spec = {"x": plot.x, "y": plot.y, "title": plot.title.replace("{variant}", "${item}")}
-    if plot.template:
-        spec = {"template": plot.template, **spec}
-    return {path: spec}
+    return artefact.path.replace("{variant}", "${item}") if consumer.per_variant else str(Path(artefact.path).parent)
 
 
 def _dvc_out(artefact: paths.Artefact, stage: Stage) -> str | dict:
-    """An output's dvc.yaml entry: its path, with its plot's options, and `cache: false` for one kept in git.
-    Those are also `persist: true`: DVC cannot restore them from its cache, so it must not delete them
-    before the stage runs (the stage replaces them atomically, only when it succeeds)."""
+    """An output's entry; one kept in git is `cache: false` and `persist: true` (DVC cannot restore it, so it
+    must not delete it before the stage runs)."""
     path = _dvc_path(artefact, stage)
-    kept = {"cache": False, "persist": True} if artefact.in_git else {}
-    options = (_plot(artefact, path)[path] if artefact.plot else {}) | kept
+    options: dict = {}
+    if artefact.plot:
+        plot = artefact.plot
+        options = {"template": plot.template} if plot.template else {}
+        options |= {"x": plot.x, "y": plot.y, "title": plot.title.replace("{variant}", "${item}")}
+    if artefact.in_git:
+        options |= {"cache": False, "persist": True}
     return {path: options} if options else path
 
 
 def dvc_stage(stage: Stage) -> dict:
-    code = _dvc_code(code_files(stage))
     entry: dict = {"cmd": stage.cmd("${item}")}
-    deps = list(dict.fromkeys(_dvc_path(a, stage) for a in stage.inputs))
-    entry["deps"] = deps + code
+    entry["deps"] = list(dict.fromkeys(_dvc_path(a, stage) for a in stage.inputs)) + dvc_code(stage)
     if stage.whole_file:
         entry["params"] = [{"params.yaml": None}]
     elif stage.params:
         entry["params"] = list(stage.params)
-    for role in ("out", "metrics", "plots"):
-        chosen = [a for a in stage.outputs if a.role == role]
-        if not chosen:
-            continue
-        key = "outs" if role == "out" else role
-        entry[key] = [_dvc_out(a, stage) for a in chosen]
+    for role, key in (("out", "outs"), ("metrics", "metrics"), ("plots", "plots")):
+        chosen = [_dvc_out(a, stage) for a in stage.outputs if a.role == role]
+        if chosen:
+            entry[key] = chosen
     return {"foreach": "${variants}", "do": entry} if stage.per_variant else entry
 
 
 def dvc_yaml() -> str:
-    """The text of dvc.yaml."""
-    top_plots = [
+    plots = [
         {title: {"template": template, "x": "epoch", "y": {paths.VARIANTS_HISTORY.path: column}}}
         for column, (title, template) in paths.HISTORY_PLOTS.items()
     ]
-    document = {"plots": top_plots, "stages": {stage.name: dvc_stage(stage) for stage in STAGES}}
-    header = (
-        "# Generated from src/mnist_jax_pipeline/orchestration/stage_table.py by `mnist-pipeline generate`:\n"
-        "# edit the stage table there, not this file (tests/test_stages.py fails when this copy is stale).\n"
-        "# The top-level plots draw one line per variant that ran (templates: .dvc/plots/variants*.json).\n"
+    document = {"plots": plots, "stages": {stage.name: dvc_stage(stage) for stage in STAGES}}
+    return HEADER + yaml.safe_dump(document, sort_keys=False, width=120)
+
+
+# --- the Snakemake rules ----------------------------------------------------------------------------------
+
+
+def _name(artefact: paths.Artefact, file: str) -> str:
+    """A rule's name for an output: its constant in paths.py, or a file's name inside a folder."""
+    if not artefact.files and not artefact.folders:
+        return next(name.lower() for name, value in vars(paths).items() if value is artefact)
+    stem = Path(file).name
+    while Path(stem).suffix in {".gz", ".json", ".pb", ".prof", ".npy", ".png"}:
+        stem = stem[: -len(Path(stem).suffix)]
+    return re.sub(r"\W+", "_", stem)
+
+
+def _files(artefact: paths.Artefact, consumer: Stage | None, prefix: str = "") -> list[str]:
+    """How a rule names an artefact: the files inside a folder, and a per-variant artefact that a stage
+    that is not per variant reads as one expand()."""
+    names = [prefix + name for name in (artefact.inside(*artefact.files) if artefact.files else [artefact.path])]
+    if artefact.per_variant and consumer is not None and not consumer.per_variant:
+        return [f'expand("{name}", variant=VARIANT_LIST)' for name in names]
+    return [f'"{name}"' for name in names]
+
+
+def _block(key: str, items: list[str]) -> list[str]:
+    return [f"    {key}:", *(f"        {item}," for item in items)]
+
+
+def _outputs(stage: Stage, prefix: str = "") -> list[str]:
+    items = []
+    for artefact in stage.artefacts:
+        shown = SNAKEMAKE_REPORT.get(artefact.path)
+        for file in artefact.inside(*artefact.files) if artefact.files else [artefact.path]:
+            value = f'report("{prefix}{file}", **{shown})' if shown else f'"{prefix}{file}"'
+            items.append(f"{_name(artefact, file)}=update({value})")
+        for kind in artefact.variant_files:
+            files = f'expand("{prefix}{artefact.path}/{kind}", variant=VARIANT_LIST)'
+            items.append(f"{kind.split('_{')[0]}=update(report({files}, **{shown}))")
+        items += [f'{folder}=update(directory("{prefix}{artefact.path}/{folder}"))' for folder in artefact.folders]
+    return [*items, f'record=update("{prefix}{stage.stamp.path}")']
+
+
+def _inputs(stage: Stage, prefix: str = "") -> list[str]:
+    """The job's marker, the records of the jobs it reads (their times link the jobs), then what it reads of
+    them, ancient(): a file time alone never runs a job."""
+    records, files = [], []
+    for artefact in stage.inputs:
+        maker = get(artefact.made_by)
+        where = "" if maker.name in SHARED else prefix
+        records += [r for r in _files(maker.stamp, stage, where) if r not in records]
+        files += [f"ancient({f})" for f in _files(artefact, stage, where)]
+    return [f'"{MARKERS}/{prefix}{Path(stage.stamp.path).name}"', *records, *files]
+
+
+def _rule(stage: Stage) -> list[str]:
+    suffix = "_{variant}" if stage.per_variant else ""
+    lines = [f"rule {stage.name}:", *_block("input", _inputs(stage)), *_block("output", _outputs(stage))]
+    lines += _block("log", [f'"logs/{stage.name}{suffix}.log"'])
+    if stage.per_variant:
+        lines += _block("wildcard_constraints", ["variant=VARIANTS"])
+    if stage.name in SHARED:
+        lines += ["    cache: CACHE", *_block("params", [f'key=cache_key("{stage.name}")'])]
+    if stage.per_variant or stage.name == "download":
+        lines.append("    threads: workflow.cores")
+    return lines + ["    shell:", f'        "MNIST_PIPELINE_LOG={{log:q}} {stage.cmd("{wildcards.variant}")}"']
+
+
+def _point_rule(stage: Stage) -> list[str]:
+    """A sweep point's job of `stage`: its outputs under the point's folder, its params.yaml there."""
+    inputs = [*_inputs(stage, f"{POINT}/"), f'params="{POINT}/{paths.POINT_PARAMS}"']
+    lines = [f"rule sweep_{stage.name}:", *_block("input", inputs), *_block("output", _outputs(stage, f"{POINT}/"))]
+    lines += _block("log", [f'"logs/{POINT}/{stage.name}_{{variant}}.log"'])
+    lines += _block("wildcard_constraints", ["variant=ALL_VARIANTS"])
+    command = (
+        f"mnist-pipeline --params {{input.params:q}} {stage.command} --variant {{wildcards.variant}}"
+        " --root sweeps/{wildcards.sweep}/{wildcards.point:q}"
     )
-    return header + yaml.safe_dump(document, sort_keys=False, width=120)
+    return lines + ["    shell:", f'        POINT_LOCK + "MNIST_PIPELINE_LOG={{log:q}} {command}"']
 
 
-def schema_json() -> str:
-    return json.dumps(schema(), indent=2) + "\n"
+def _sweep_rules() -> list[str]:
+    lines = [
+        "rule sweep_point:",
+        *_block("input", [f'"{MARKERS}/{POINT}/params"']),
+        *_block("output", [f'update("{POINT}/{paths.POINT_PARAMS}")']),
+        *_block("log", [f'"logs/{POINT}/params.log"']),
+        "    shell:",
+        '        "MNIST_PIPELINE_LOG={log:q} mnist-pipeline sweep-point"',
+        '        " --sweep {wildcards.sweep:q} --point {wildcards.point:q}"',
+    ]
+    for name in POINT_STAGES:
+        lines += ["", "", *_point_rule(get(name))]
+    compare = [f'"sweeps/{{sweep}}/{paths.COMPARE_HTML}"', f'"sweeps/{{sweep}}/{paths.COMPARE_CSV}"']
+    return lines + [
+        "",
+        "",
+        "rule sweep_compare:",
+        *_block("input", ["sweep_files", 'sweep="sweeps/{sweep}.yaml"']),
+        *_block("output", compare),
+        *_block("log", ['"logs/sweeps/{sweep}/compare.log"']),
+        "    shell:",
+        '        "MNIST_PIPELINE_LOG={log:q} mnist-pipeline compare --sweep {wildcards.sweep:q}"',
+    ]
 
 
-GENERATED = {DVC_YAML: dvc_yaml, SCHEMA_JSON: schema_json}
+def _formatted(text: str) -> str:
+    """`text` as snakefmt formats it, as the test command checks every Snakemake file."""
+    tool = shutil.which("snakefmt") or str(Path(sys.executable).parent / "snakefmt")
+    try:
+        done = subprocess.run([tool, "-l", "120", "-"], input=text, capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError) as err:
+        raise PipelineError(
+            "snakefmt, which formats the rules, is missing or failed; run with the dev tools:"
+            " uv run --group dev mnist-pipeline generate"
+        ) from err
+    return done.stdout
+
+
+def rule_file(name: str) -> str:
+    """The text of workflow/rules/<name>.smk."""
+    rules = _sweep_rules() if name == "sweep" else [line for s in RULE_FILES[name] for line in ["", "", *_rule(get(s))]]
+    lines = rules if name == "sweep" else rules[2:]
+    return _formatted(HEADER + "\n\n" + "\n".join(lines) + "\n")
+
+
+GENERATED: dict[Path, Callable[[], str]] = {
+    Path("dvc.yaml"): dvc_yaml,
+    Path("workflow/schemas/params.schema.json"): lambda: json.dumps(schema(), indent=2) + "\n",
+    **{Path(f"workflow/rules/{name}.smk"): (lambda n=name: rule_file(n)) for name in [*RULE_FILES, "sweep"]},
+}
 
 
 def stale() -> list[Path]:
-    """The generated files whose committed copy differs from what the tables give now."""
+    """The generated files whose copy differs from what the tables give now."""
     return [
         path for path, make in GENERATED.items() if not path.is_file() or path.read_text(encoding="utf-8") != make()
     ]
@@ -117,13 +242,11 @@ def main(args: argparse.Namespace) -> None:
         outdated = stale()
         if outdated:
             raise PipelineError(
-                f"{', '.join(map(str, outdated))}: out of date with the stage table or the"
-                " params types; run `mnist-pipeline generate`"
+                f"{', '.join(map(str, outdated))}: out of date with the stage table or the params types;"
+                " run `mnist-pipeline generate`"
             )
         print("generated files are current: " + ", ".join(map(str, GENERATED)))
         return
-    from ..artefacts.atomic import write_text
-
     for path, make in GENERATED.items():
         write_text(path, make())
         print(f"wrote {path}", file=sys.stderr)

@@ -1,31 +1,53 @@
-"""The stage table: each stage's command, params, inputs and code, declared once for both tools.
+"""The stage table: each stage's command, parameters, inputs and code, declared once for both tools.
 
-Snakemake reads this table when it parses the workflow (workflow/rules/*.smk, through
-snakemake_paths.py); `dvc.yaml` is generated from it (generate.py, `mnist-pipeline generate`; a
-test fails when the committed file is stale), and so is the JSON schema of params.yaml. Outputs
-come from paths.py (each artefact names the stage that writes it). Code deps are complete by
-construction (code_deps.py): they are the package modules the stage's command imports, followed
-transitively through every `import` statement, plus the package data the stage reads.
+`mnist-pipeline generate` writes dvc.yaml and the Snakemake rules (workflow/rules/) from it; outputs
+come from paths.py. `code` lists the package files a stage's command runs, relative to the package;
+tests/test_stages.py checks it against the modules the command imports.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config.params import Params
+from ..config.params import SECTIONS
 from ..foundation import paths
 
-ALL_PARAMS = tuple(Params.model_fields)  # the params.yaml sections
+# What every stage's command runs: the entry point, its checks and records, the parameters.
+CORE = (
+    "__init__.py",
+    "cli.py",
+    "artefacts/__init__.py",
+    "artefacts/atomic.py",
+    "artefacts/provenance.py",
+    "artefacts/record.py",
+    "artefacts/storage.py",
+    "config/__init__.py",
+    "config/params.py",
+    "foundation/__init__.py",
+    "foundation/console.py",
+    "foundation/dataset_facts.py",
+    "foundation/errors.py",
+    "foundation/numerics.py",
+    "foundation/paths.py",
+    "foundation/variants.py",
+    "orchestration/__init__.py",
+    "orchestration/commands.py",
+    "orchestration/freshness.py",
+    "orchestration/run.py",
+    "orchestration/stage_table.py",
+)
+LOOPS = ("mlp/__init__.py", "mlp/loops", "mlp/model.py")
+TIMED = ("foundation/runtime.py",)  # device facts and the timing lock
 
 
 @dataclass(frozen=True)
 class Stage:
     name: str
     command: str  # the `mnist-pipeline` command it runs (commands.COMMANDS)
-    params: tuple[str, ...]  # params.yaml sections it reads (whole sections; DVC tracks them as such)
+    params: tuple[str, ...]  # params.yaml sections it reads (whole sections, as DVC tracks them)
+    code: tuple[str, ...]  # package files and folders its command runs or reads, beside CORE
     inputs: tuple[paths.Artefact, ...] = ()  # what upstream stages wrote
-    per_variant: bool = False  # one stage per variant in params.yaml: `<name>@<variant>`
-    data: tuple[str, ...] = ()  # package data it reads, relative to the package (folders or files)
+    per_variant: bool = False  # one job per variant in params.yaml: `<name>@<variant>`
     whole_file: bool = False  # DVC tracks all of params.yaml, not only `params`
 
     @property
@@ -47,25 +69,89 @@ class Stage:
 
 
 STAGES: tuple[Stage, ...] = (
-    # params.yaml checked whole, by the rules every stage applies: DVC tracks the whole file for it, so an
-    # edit anywhere (an unknown section too) runs it, and is refused under `dvc repro` as under `snakemake`
-    Stage("check", "check", params=ALL_PARAMS, whole_file=True),
-    Stage("download", "download", params=("data",)),
-    Stage("preprocess", "preprocess", params=("preprocess",), inputs=(paths.RAW,)),
-    Stage("train", "train", params=("model", "train"), inputs=(paths.PROCESSED,), per_variant=True),
-    Stage("evaluate", "evaluate", params=(), inputs=(paths.PROCESSED, paths.MODEL), per_variant=True),
+    # params.yaml checked whole: DVC tracks the whole file for it, so any edit runs it under both tools
+    Stage("check", "check", SECTIONS, code=(), whole_file=True),
+    Stage(
+        "download",
+        "download",
+        ("data",),
+        code=("artefacts/dataset.py", "stages/__init__.py", "stages/download"),
+    ),
+    Stage(
+        "preprocess",
+        "preprocess",
+        ("preprocess",),
+        code=("artefacts/dataset.py", "stages/__init__.py", "stages/preprocess.py"),
+        inputs=(paths.RAW,),
+    ),
+    Stage(
+        "train",
+        "train",
+        ("model", "train"),
+        code=(
+            *TIMED,
+            *LOOPS,
+            "artefacts/dataset.py",
+            "artefacts/model_file.py",
+            "artefacts/training.py",
+            "mlp/progress.py",
+            "stages/__init__.py",
+            "stages/train.py",
+        ),
+        inputs=(paths.PROCESSED,),
+        per_variant=True,
+    ),
+    Stage(
+        "evaluate",
+        "evaluate",
+        (),
+        code=(
+            *TIMED,
+            "artefacts/dataset.py",
+            "artefacts/evaluation.py",
+            "artefacts/model_file.py",
+            "mlp/__init__.py",
+            "mlp/model.py",
+            "stages/__init__.py",
+            "stages/evaluate.py",
+        ),
+        inputs=(paths.PROCESSED, paths.MODEL),
+        per_variant=True,
+    ),
     Stage(
         "profile",
         "profile",
-        params=("model", "train", "profile"),
+        ("model", "train", "profile"),
+        code=(
+            *TIMED,
+            *LOOPS,
+            "artefacts/dataset.py",
+            "artefacts/model_file.py",
+            "artefacts/profile_summary.py",
+            "artefacts/training.py",
+            "stages/__init__.py",
+            "stages/profile/__init__.py",
+            "stages/profile/op_table",
+            "stages/profile/pprof.py",
+            "stages/profile/stage.py",
+        ),
         inputs=(paths.PROCESSED, paths.MODEL),
         per_variant=True,
     ),
     Stage(
         "report",
         "report",
-        params=ALL_PARAMS,
-        data=("stages/report/templates",),
+        SECTIONS,
+        code=(
+            *TIMED,
+            "artefacts/dataset.py",
+            "artefacts/dropped.py",
+            "artefacts/evaluation.py",
+            "artefacts/profile_summary.py",
+            "artefacts/training.py",
+            "stages/__init__.py",
+            "stages/report",
+        ),
         inputs=(
             paths.RAW,
             paths.PROCESSED,
@@ -78,6 +164,8 @@ STAGES: tuple[Stage, ...] = (
         ),
     ),
 )
+SHARED = ("download", "preprocess")  # what every sweep point reads from the project root
+POINT_STAGES = ("train", "evaluate")  # what each sweep point runs, under its own folder
 
 
 def get(name: str) -> Stage:

@@ -15,7 +15,7 @@ from ..config.params import load
 from ..foundation import paths
 from ..foundation.dataset_facts import NUM_CLASSES
 from ..foundation.errors import PipelineError
-from ..foundation.runtime import exclusive
+from ..foundation.runtime import timing_lock
 from ..mlp.model import predict_classes
 
 log = logging.getLogger(__name__)
@@ -81,6 +81,6 @@ def evaluate(variant: str, processed_dir: str, root: str = ".") -> EvalMetrics:
 def main(args: argparse.Namespace) -> None:
     """`mnist-pipeline evaluate --variant V`."""
     load(args.params)
-    with exclusive(f"evaluate@{args.variant}"):
+    with timing_lock(f"evaluate@{args.variant}"):
         metrics = evaluate(args.variant, args.processed, args.root)
     log.info("test accuracy %.2f%%, test loss %.4f", 100 * metrics.test_accuracy, metrics.test_loss)

@@ -190,7 +190,7 @@ def preprocess(
 def main(args: argparse.Namespace) -> None:
     """`mnist-pipeline preprocess`."""
     if Path(args.out) != Path(paths.PROCESSED.path):  # its own folder, else one it made (holds its stats)
-        atomic.refuse_foreign(args.out, "--out", "preprocess", '"normalize_mean"', inside="stats.json")
+        atomic.claim(args.out, option="--out", command="preprocess", signature='"normalize_mean"', inside="stats.json")
     params = load(args.params)
     held = read_manifest(args.raw).dataset
     if held != params.data.dataset:

@@ -20,14 +20,14 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from ..artefacts import atomic, storage
+from ..artefacts import storage
 from ..artefacts.dataset import load_split
 from ..artefacts.model_file import ModelMetadata, save_model
 from ..artefacts.training import EpochRecord, RunInfo, TrainMetrics, XlaAnalysis
 from ..config.params import Params, load
 from ..foundation import console, paths, variants
 from ..foundation.errors import PipelineError
-from ..foundation.runtime import device_info, exclusive, peak_rss_bytes
+from ..foundation.runtime import device_info, peak_rss_bytes, timing_lock
 from ..mlp import loops
 from ..mlp.loops.base import LoopInputs, TrainState, loop_inputs, make_optimizer, steps_per_epoch
 from ..mlp.model import init_params, loss_and_accuracy
@@ -161,13 +161,8 @@ def summarize(run: Run, history: list[EpochRecord], examples: int, batch_size: i
 def main(args: argparse.Namespace) -> None:
     """`mnist-pipeline train --variant V`: train, then write the model, metrics, run info and history."""
     params, variant, root = load(args.params), args.variant, args.root
-    outputs = [
-        a.at(variant, root)
-        for a in (paths.MODEL, paths.TRAIN_HEADLINE, paths.TRAIN_METRICS, paths.TRAIN_RUN, paths.TRAIN_HISTORY)
-    ]
-    atomic.check_writable(*outputs)
     data = load_dataset(args.processed)
-    with exclusive(f"train@{variant}") as lock:
+    with timing_lock(f"train@{variant}") as conditions:
         run, history = train(params, variant, data, label=console.job_label("train", variant, root))
     metrics = summarize(run, history, len(data.train_labels), params.train.batch_size)
     weights = [(np.asarray(w), np.asarray(b)) for w, b in run.state.params]
@@ -180,5 +175,7 @@ def main(args: argparse.Namespace) -> None:
     save_model(paths.MODEL.at(variant, root), weights, metadata)
     storage.write_model(paths.TRAIN_HEADLINE.at(variant, root), metrics.headline())
     storage.write_model(paths.TRAIN_METRICS.at(variant, root), metrics)
-    storage.write_model(paths.TRAIN_RUN.at(variant, root), RunInfo(variant=variant, **device_info(), **lock))
+    storage.write_model(
+        paths.TRAIN_RUN.at(variant, root), RunInfo(variant=variant, **device_info(), **conditions.fields())
+    )
     storage.write_rows(paths.TRAIN_HISTORY.at(variant, root), history, EpochRecord)

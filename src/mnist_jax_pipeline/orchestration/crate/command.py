@@ -20,7 +20,7 @@ def main(args: argparse.Namespace) -> None:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise PipelineError(f"--out {out}: not a folder; name the folder to write {METADATA} in")
-    atomic.refuse_foreign(out / METADATA, "--out", "crate", json.dumps(build.RUN_NAME))
+    atomic.claim(out / METADATA, option="--out", command="crate", signature=json.dumps(build.RUN_NAME))
     hashes = Hashes()
     jobs, warnings = records.recorded_jobs(hashes)
     for line in warnings:

@@ -213,5 +213,5 @@ def download(params: Params, out_dir: str | Path = paths.RAW.path, mirror: str |
 def main(args: argparse.Namespace) -> None:
     """`mnist-pipeline download` (honours MNIST_MIRROR)."""
     if Path(args.out) != Path(paths.RAW.path):  # its own folder, else one it made (holds its manifest)
-        atomic.refuse_foreign(args.out, "--out", "download", '"tfds_version"', inside="manifest.json")
+        atomic.claim(args.out, option="--out", command="download", signature='"tfds_version"', inside="manifest.json")
     download(load(args.params), args.out)

@@ -50,7 +50,7 @@ from ...config.params import Params, load
 from ...foundation import console, paths, variants
 from ...foundation.dataset_facts import NUM_CLASSES
 from ...foundation.errors import PipelineError
-from ...foundation.runtime import exclusive, peak_rss_bytes
+from ...foundation.runtime import peak_rss_bytes, timing_lock
 from ...mlp import loops
 from ...mlp.loops.base import TrainState, epoch_order, loop_inputs, make_optimizer, make_update, targets_of
 from ...mlp.model import MLPParams, batched_predict, init_params
@@ -339,5 +339,5 @@ def profile(params: Params, variant: str, processed_dir: str | Path, root: str |
 def main(args: argparse.Namespace) -> None:
     """`mnist-pipeline profile --variant V`: the variant's trace and device-memory snapshots."""
     params = load(args.params)
-    with exclusive(paths.PROFILE.stage(args.variant)):
+    with timing_lock(paths.PROFILE.stage(args.variant)):
         profile(params, args.variant, args.processed, args.root)

@@ -1,0 +1,195 @@
+"""Running one `mnist-pipeline` command: a stage's checks before it, its outputs and record after it.
+
+`stage()` checks the records upstream (their files hashed while the stage imports its code), claims
+the outputs and puts them in place together with the job's provenance record. `Outcome` turns a
+failure the user can act on into one line, and a stop signal (Ctrl-C, `timeout`, a closed terminal,
+the orchestrator gone) into one line, the temporary outputs removed and exit status 128 + N.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import io
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+
+from ..artefacts import atomic
+from ..artefacts.provenance import Execution
+from ..config.params import load
+from ..foundation import console, paths
+from ..foundation.errors import PipelineError, clip
+from ..foundation.numerics import set_numerics
+from . import stage_table
+from .commands import Command
+from .freshness import Checker, Job
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Stopped(BaseException):
+    """A stop signal, raised where the stage is (as KeyboardInterrupt), so every clean-up runs."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_stopped(signum: int, frame: object) -> None:
+    # Python drops an exception raised inside a garbage-collection callback (JAX has one): the signal comes
+    # again a second later, elsewhere, should that happen to this one.
+    threading.Timer(1.0, os.kill, (os.getpid(), signum)).start()
+    raise Stopped(signum)
+
+
+def _stop_with_parent(parent: int) -> None:
+    """Stop this process as on SIGTERM once the process that started it is gone, so a stage never writes after
+    its orchestrator has gone (polled: PR_SET_PDEATHSIG would follow the parent's thread, not its process)."""
+    while os.getppid() == parent:
+        time.sleep(0.1)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _backend_failure() -> str | None:
+    """One line when JAX cannot start the backend JAX_PLATFORMS names, else None."""
+    setting, jax = os.environ.get("JAX_PLATFORMS"), sys.modules.get("jax")
+    if not setting or jax is None:
+        return None
+    try:
+        jax.devices()
+    except Exception as err:
+        reason = str(err).split(" (set JAX_PLATFORMS", 1)[0] or "no such device is visible"
+        return (
+            f"JAX_PLATFORMS={clip(setting)}: JAX cannot start that backend here ({clip(reason, 160)}); set"
+            " JAX_PLATFORMS=cpu, or unset it to let JAX use what this machine has (a GPU needs the"
+            " .[cuda12] extra, a TPU the .[tpu] extra)"
+        )
+    return None
+
+
+def one_line(err: BaseException) -> str | None:
+    """The one line for an error the user can act on, or None."""
+    if isinstance(err, PipelineError):
+        return str(err)
+    if isinstance(err, UnicodeError):
+        return f"a file is not UTF-8 text ({err}); re-run the stage that wrote it (--verbose names it)"
+    if isinstance(err, OSError):
+        where = err.filename or "a file"
+        return f"{where}: {err.strerror or err}; check that it exists, its permissions and the free space"
+    return _backend_failure() if isinstance(err, RuntimeError | AssertionError) else None
+
+
+class Outcome:
+    """Around a command: stop signals raise Stopped; a failure or a stop is one line; `status` the exit status."""
+
+    def __init__(self, label: str, verbose: bool):
+        self.label, self.verbose, self.status = label, verbose, 0
+        self.previous: dict[int, object] = {}
+
+    def __enter__(self) -> Outcome:
+        for stream in (sys.stdout, sys.stderr):  # a character the locale cannot encode prints as \uXXXX
+            if isinstance(stream, io.TextIOWrapper):
+                stream.reconfigure(errors="backslashreplace")
+        self.previous = {sig: signal.signal(sig, _raise_stopped) for sig in STOP_SIGNALS}
+        threading.Thread(target=_stop_with_parent, args=(os.getppid(),), daemon=True).start()
+        sys.unraisablehook = lambda u: None if isinstance(u.exc_value, Stopped) else sys.__unraisablehook__(u)
+        return self
+
+    def __exit__(self, kind: type | None, err: BaseException | None, tb: TracebackType | None) -> bool:
+        if isinstance(err, Stopped | KeyboardInterrupt):
+            for sig in STOP_SIGNALS:  # the clean-up must not be interrupted again
+                signal.signal(sig, signal.SIG_IGN)
+            signum = err.signum if isinstance(err, Stopped) else signal.SIGINT
+            atomic.discard_temps()
+            name = signal.Signals(signum).name
+            console.say(
+                f"error: {self.label} stopped by {name}; its temporary files were removed, nothing is half-written"
+            )
+            self.status = 128 + signum
+        elif err is not None:
+            message = one_line(err)
+            if message is None:
+                return False  # not one the user can act on: the traceback, as for any other error
+            atomic.discard_temps()
+            atexit.register(atomic.discard_temps)  # again after library threads are joined at exit
+            if self.verbose:
+                traceback.print_exception(err)
+            console.say(f"error: {message}")
+            self.status = 1
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)  # type: ignore[arg-type]
+        sys.unraisablehook = sys.__unraisablehook__
+        return True
+
+
+def now() -> str:
+    """The time now, ISO 8601 in UTC to the millisecond."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def running_tool() -> str:
+    """Which tool runs this stage: Snakemake (its rules name the job's log), DVC (it sets DVC_STAGE), or a person."""
+    if os.environ.get(console.LOG_ENV):
+        return "snakemake"
+    return "dvc" if os.environ.get("DVC_STAGE") else "mnist-pipeline"
+
+
+def job_for(args: argparse.Namespace, checker: Checker) -> Job | None:
+    """The pipeline job a command runs, or None (not a stage, or its outputs moved off the table's paths)."""
+    stage = next((s for s in stage_table.STAGES if s.command == args.command), None)
+    if stage is None:
+        return None
+    defaults = {"out": stage.outputs[0].path, "raw": paths.RAW.path, "processed": paths.PROCESSED.path}
+    if any(getattr(args, key, default) != default for key, default in defaults.items()):
+        return None
+    root = Path(getattr(args, "root", "."))
+    if root == Path(".") and Path(args.params) != Path("params.yaml"):
+        return None  # the project's outputs from another parameters file: no record, so no stage takes them
+    variant, listed = getattr(args, "variant", None), checker.params.variants
+    if variant is not None and variant not in listed:
+        raise PipelineError(
+            f"--variant {variant}: not among {args.params}'s variants ({', '.join(listed)});"
+            " add it there, so that both orchestrators track its outputs"
+        )
+    return Job(stage, variant, root)
+
+
+@contextlib.contextmanager
+def stage(args: argparse.Namespace, command: Command) -> Iterator[Callable[[argparse.Namespace], None]]:
+    """The command's function; for a stage, inside its checks, its outputs put in place with its record."""
+    set_numerics()  # before any stage starts a JAX backend
+    console.log_file()  # a setting that is not a log file is refused
+    started, clock = now(), time.perf_counter()
+    if getattr(args, "root", ".") != ".":
+        atomic.claim(args.root, option="--root", command=args.command)
+    is_stage = any(s.command == args.command for s in stage_table.STAGES)
+    checker = Checker(load(args.params), str(args.params)) if is_stage else None
+    job = job_for(args, checker) if checker else None
+    if checker is None or job is None:
+        with atomic.together():
+            yield command.function()
+        return
+    upstream = [p for producer in checker.ancestors(job) for p in producer.outputs()]
+    hashing = threading.Thread(target=checker.hashes.prefetch, args=(upstream,), daemon=True)
+    hashing.start()  # while the stage imports its code
+    spent = time.perf_counter() - clock
+    function = command.function()
+    clock = time.perf_counter()
+    hashing.join()
+    checker.check_installed(job.stage)
+    inputs = checker.check_inputs(job)
+    atomic.claim(*job.outputs(), job.stamp_path)
+    spent += time.perf_counter() - clock
+    with atomic.together():
+        yield function
+        execution = Execution(tool=running_tool(), started=started, ended=now(), checks_s=round(spent, 4))
+        checker.write(job, inputs, execution)

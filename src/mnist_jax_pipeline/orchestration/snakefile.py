@@ -1,0 +1,232 @@
+"""What the Snakefile calls: every job marked current or stale by content before Snakemake builds its
+DAG, DVC's lock held while jobs run, and dvc.lock brought in step after.
+
+Snakemake compares file times, so each job gets a marker (.snakemake/provenance/<job>), its one input
+whose time counts: a stale job's marker gets new content and a time after its outputs', a current job's
+the oldest time. Records get a time of 1 s: they link the jobs, but their time never runs one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shlex
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import yaml
+
+from ..artefacts import atomic
+from ..config import sweeps
+from ..config.params import load, validate
+from ..foundation.errors import PipelineError
+from ..foundation.variants import names
+from . import dvc_lock, freshness, stage_table
+from .freshness import Job
+
+MARKERS = Path(".snakemake/provenance")
+CONFIG_REFUSED = (
+    "error: --config/--configfile overrides are not used by the stages, which read params.yaml; edit"
+    " params.yaml, run dvc exp run -S KEY=VALUE, or apply a preset: mnist-pipeline preset NAME"
+)
+
+
+class Stopper:
+    """Ctrl-C under Snakemake: before any job, the run stops with one line; once jobs run, Snakemake is asked
+    to stop as on SIGTERM (no new job, the running ones stop themselves), without its tracebacks."""
+
+    def __init__(self) -> None:
+        self.signals: list[int] = []
+        signal.signal(signal.SIGINT, self)
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        graceful = signal.getsignal(signal.SIGTERM)  # the scheduler's, once it runs jobs
+        if callable(graceful):
+            if not self.signals:
+                print(f"{name}: stopping; the running jobs stop and clean up, no new job starts", file=sys.stderr)
+            self.signals.append(signum)
+            # from a thread: the handler takes a lock the interrupted code may hold
+            threading.Thread(target=graceful, args=(signal.SIGTERM, None), daemon=True).start()
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # parsing: stop now
+            raise SystemExit(f"error: stopped by {name} before any job started") from None
+        self.signals.append(signum)  # building the DAG: stop before the first job
+
+    def stopped_before_start(self) -> None:
+        if self.signals:
+            raise SystemExit(f"error: stopped by {signal.Signals(self.signals[0]).name} before any job started")
+
+
+def marker(job: Job) -> Path:
+    return MARKERS / job.root / job.stage.stamp.at(job.variant).name
+
+
+def mark_one(path: Path, reasons: list[str] | None, outputs: list[Path]) -> None:
+    """Mark `path` stale (`reasons`) or current; `outputs` are what the job it stands for writes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not reasons:
+        if not path.exists():
+            path.write_text("current\n", encoding="utf-8")
+        os.utime(path, (0, 0))
+        return
+    newest = max((p.stat().st_mtime for p in outputs if p.exists()), default=0.0)
+    # New content each time (Snakemake takes an input it saw at the job's last run as unchanged), but the same
+    # for a job with no output yet: then it runs anyway, and every fresh checkout's cache key is the same.
+    fresh = not any(p.exists() for p in outputs)
+    path.write_text("\n".join(["missing"] if fresh else [*reasons, str(time.time_ns())]) + "\n", encoding="utf-8")
+    moment = max(time.time(), newest + 1)
+    os.utime(path, (moment, moment))
+
+
+def mark(jobs: Iterable[Job], stale: Mapping[Job, list[str]]) -> None:
+    for job in jobs:
+        mark_one(marker(job), stale.get(job), [*job.outputs(), job.stamp_path])
+        with contextlib.suppress(OSError):  # not 0: Snakemake reads an output time of 0 as none
+            os.utime(job.stamp_path, (1, 1))
+
+
+def declared(job: Job, variants: tuple[str, ...]) -> list[str]:
+    """The files and folders the job's rule names as outputs."""
+    found: list[Path] = []
+    for artefact in job.stage.artefacts:
+        base = artefact.at(job.variant, job.root)
+        found += artefact.files_at(job.variant or "", job.root) if artefact.files else [base]
+        found += [base / name.format(variant=v) for name in artefact.variant_files for v in variants]
+        found += [base / name for name in artefact.folders]
+    return [p.as_posix() for p in [*found, job.stamp_path]]
+
+
+class Pipeline:
+    """The workflow's parameters and jobs, marked by content as the Snakefile is read (one line where
+    params.yaml is not valid), and what runs before and after the jobs."""
+
+    def __init__(self, workflow: Any, config: dict[str, Any]) -> None:
+        if config:  # every stage reads params.yaml itself: an override would be silently ignored
+            raise SystemExit(CONFIG_REFUSED)
+        try:
+            self.params = load("params.yaml")
+        except PipelineError as err:
+            raise SystemExit(f"error: {err}") from None
+        self.workflow = workflow
+        self.variants = tuple(self.params.variants)
+        self.checker = freshness.Checker(self.params)
+        self.jobs = freshness.jobs(self.variants)
+        self.lock = dvc_lock.RepositoryLock()
+        self.recorded = False
+        self.sweeps, self.sweep_errors = sweeps.discover()  # a bad sweep file fails the `sweeps` target only
+        # Snakemake's between-workflow cache for download and preprocess, when the run asks for it (--cache)
+        self.cache: str | bool = "omit-software" if workflow.workflow_settings.cache is not None else False
+        # sweep points run side by side, without the timing lock, unless --cores 1
+        self.point_lock = "" if workflow.cores == 1 else "MNIST_PIPELINE_LOCK=off "
+        self.stale = self.checker.stale(self.jobs)
+        mark(self.jobs, self.stale)
+        if workflow.output_settings.verbose:
+            for job, reasons in self.stale.items():
+                if job.stamp_path.exists():  # a job never run needs no explanation
+                    print(f"{job.name}: not current: {reasons[0]}", file=sys.stderr)
+        self.refuse([Path(p) for job in self.jobs for p in declared(job, self.variants)], probe=False)
+        for message in self.sweep_errors:
+            print(f"warning: {message} (the sweeps target fails until it is fixed)", file=sys.stderr)
+        self.mark_sweeps()
+
+    @staticmethod
+    def refuse(outputs: list[Path], probe: bool) -> None:
+        """Stop the run with one line, before any job, where an output could not be written."""
+        try:
+            atomic.claim(*outputs, Path("logs/check.log"), probe=probe)
+        except PipelineError as err:
+            raise SystemExit(f"error: {err}") from None
+
+    def mark_sweeps(self) -> None:
+        """A point's params.yaml is stale when the sections its stages read differ from the sweep's; its jobs
+        are marked by their records, as the main jobs are."""
+        for sweep in self.sweeps.values():
+            for point in sweep.points:
+                folder = sweep.folder(point)
+                try:
+                    have = yaml.safe_load((folder / "params.yaml").read_text(encoding="utf-8")) or {}
+                except (OSError, yaml.YAMLError):
+                    have = {}
+                wanted = sweep.read_by_point(point)
+                differs = {section: have.get(section) for section in wanted} != wanted
+                reasons = [f"{folder}/params.yaml: not the sweep's point"] if differs else None
+                mark_one(MARKERS / folder / "params", reasons, [folder / "params.yaml"])
+                checker = freshness.Checker(validate(sweep.params(point), str(folder / "params.yaml")))
+                jobs = [Job(stage_table.get(name), sweep.variant, folder) for name in stage_table.POINT_STAGES]
+                mark(jobs, {job: ["its params.yaml changes"] for job in jobs} if differs else checker.stale(jobs))
+
+    # --- what the rules name ---
+
+    @property
+    def variant_pattern(self) -> str:
+        return "|".join(self.variants)
+
+    @property
+    def all_variants(self) -> str:
+        return "|".join(names())
+
+    def cache_key(self, name: str) -> dict[str, Any]:
+        """The parameter values and code digests a cached stage's outputs are made from: with its inputs, the
+        key of Snakemake's between-workflow cache."""
+        stage = stage_table.get(name)
+        values = self.params.to_dict()
+        return {"values": {section: values[section] for section in stage.params}, "code": self.checker.code(stage)}
+
+    def targets(self, wildcards: object) -> list[str]:
+        """Rule all's inputs: every output of every job. Read while Snakemake builds the DAG of a run, when a
+        run with nothing to run brings dvc.lock up to date (not while it parses, lints or writes its report)."""
+        workflow = self.workflow
+        runs = workflow.executor_plugin is not None and workflow.is_main_process
+        if runs and not (workflow.dryrun or workflow.touch or self.recorded or self.stale) and dvc_lock.committing():
+            self.recorded = True
+            line = dvc_lock.bring_up_to_date(self.jobs)
+            if line:
+                print(line, file=sys.stderr)
+        return list(dict.fromkeys(p for job in self.jobs for p in declared(job, self.variants)))
+
+    def sweep_files(self, wildcards: Any) -> list[str]:
+        """Every point's outputs that the comparison page reads."""
+        sweep = self.sweeps[wildcards.sweep]
+        jobs = [
+            Job(stage_table.get(s), sweep.variant, sweep.folder(p))
+            for p in sweep.points
+            for s in stage_table.POINT_STAGES
+        ]
+        return [path for job in jobs for path in declared(job, (sweep.variant,))]
+
+    def sweeps_command(self) -> str:
+        """The `sweeps` target's command: fails with the invalid sweep files' errors."""
+        lines = " ".join(shlex.quote(f"error: {message}") for message in self.sweep_errors)
+        return f"printf '%s\\n' {lines} >&2; exit 1".replace("{", "{{").replace("}", "}}")  # not placeholders
+
+    # --- around the jobs: onstart, onsuccess, onerror ---
+
+    def start(self, stopper: Stopper) -> None:
+        """Before the first job: a stop asked for meanwhile, outputs that could not be written, DVC's lock."""
+        stopper.stopped_before_start()
+        jobs = self.workflow.dag.needrun_jobs()
+        self.refuse([Path(p) for job in jobs for p in [*job.output, *job.log]], probe=True)
+        self.lock.hold()
+
+    def finish(self, succeeded: bool) -> None:
+        """Let go of DVC's lock and `dvc commit` the jobs of this run that are current by content."""
+        self.lock.release()
+        if not dvc_lock.committing() or self.workflow.dryrun or self.workflow.touch:
+            return
+        ran = {
+            f"{job.rule.name}@{job.wildcards_dict['variant']}" if "variant" in job.wildcards_dict else job.rule.name
+            for job in self.workflow.dag.jobs
+        }
+        failed = dvc_lock.commit_current(freshness.Checker(load("params.yaml")), self.jobs, ran, succeeded)
+        if failed:
+            raise SystemExit(f"error: {failed}")

@@ -297,7 +297,7 @@ def adopt(root: Path, stage: str = "download", params: Params | None = None) -> 
     try:
         checker = freshness.Checker(params or load("params.yaml"))
         job = freshness.Job(stage_table.get(stage))
-        checker.record(job, checker.inputs(job))
+        checker.write(job, checker.inputs(job))
     finally:
         os.chdir(here)
 

@@ -24,7 +24,7 @@ from workspace import WOULD_RUN, copy_workspace, dvc_ran, dvc_stale, make_worksp
 
 pytestmark = pytest.mark.slow
 PACKAGE = "src/mnist_jax_pipeline"
-SCHEMA = generate.SCHEMA_JSON.as_posix()
+SCHEMA = "workflow/schemas/params.schema.json"
 TINY = {"model.layer_sizes": [784, 32, 10], "train.epochs": 2, "variants": ["jit"], "profile.trace_steps": 1}
 
 

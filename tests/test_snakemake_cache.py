@@ -47,9 +47,9 @@ def checkouts(tmp_path_factory):
     mirror_dir()
     rules = (ROOT / "workflow/rules/data.smk").read_text()
     assert rules.count("cache: CACHE") == 2, "download and preprocess must be marked cache: CACHE"
-    assert "CACHE = RULES.cache" in (ROOT / "workflow/rules/common.smk").read_text()
-    rules_py = ROOT / "src/mnist_jax_pipeline/orchestration/snakemake_rules.py"
-    assert '"omit-software" if workflow.workflow_settings.cache is not None' in rules_py.read_text()
+    assert "CACHE = PIPELINE.cache" in (ROOT / "workflow/rules/common.smk").read_text()
+    snakefile_py = ROOT / "src/mnist_jax_pipeline/orchestration/snakefile.py"
+    assert '"omit-software" if workflow.workflow_settings.cache is not None' in snakefile_py.read_text()
     parent = tmp_path_factory.mktemp("cache")
     cache = parent / "snakemake-cache"
     cache.mkdir()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 
@@ -79,8 +80,21 @@ class TrainMetrics(Record):
         )
 
 
+# held: the machine's timing lock was held while training; off: MNIST_PIPELINE_LOCK=off (sweep points run side
+# by side); not held: the stage stopped waiting for another job's lock and ran anyway
+TimingLock = Literal["held", "off", "not held"]
+BUSY_CPU_SHARE = 0.10  # other processes' share of the machine's CPU above which a run's timings count as disturbed
+
+
+def was_busy(timing_lock: TimingLock, other_cpu_share: float | None) -> bool:
+    """Whether a run's timings were taken on a busy machine: without the timing lock, or while other
+    processes used more than BUSY_CPU_SHARE of the CPU."""
+    return timing_lock != "held" or (other_cpu_share is not None and other_cpu_share > BUSY_CPU_SHARE)
+
+
 class RunInfo(Record):
-    """metrics/train/<variant>.run.json: the device, versions and host a training run used."""
+    """metrics/train/<variant>.run.json: the device, versions and host a training run used, and how busy
+    the machine was while it was timed."""
 
     variant: str
     backend: str
@@ -96,9 +110,12 @@ class RunInfo(Record):
     runtime_lock_sha256: str | None = None  # requirements/runtime.txt, the locked runtime versions
     xla_flags: str | None = None  # XLA_FLAGS in force: the deterministic GPU ops (runtime.set_numerics)
     matmul_precision: str | None = None  # float32 matmuls: "highest" is full float32 on GPU and TPU too
-    ran_alone: bool  # it held the pipeline's exclusive lock
+    timing_lock: TimingLock
     lock_wait_seconds: float
-    loadavg_1m_at_start: float | None
+    loadavg_1m_at_start: float | None = None  # None where the platform has no load average
+    loadavg_1m_at_end: float | None = None
+    other_cpu_share: float | None = Field(default=None, ge=0, le=1)  # of all cores, other processes, timed epochs
+    busy: bool  # was_busy(timing_lock, other_cpu_share)
 
 
 def read_metrics(variant: str, root: str | Path = ".") -> TrainMetrics:

@@ -31,6 +31,7 @@ from ..config import sweeps
 from ..config.params import load
 from ..foundation import paths
 from ..foundation.errors import PipelineError
+from ..stages.report.conditions import short_causes
 from ..stages.report.figures import STYLE, png_bytes, variant_color
 from ..stages.report.provenance import generated_at
 from ..stages.report.render import environment
@@ -52,7 +53,7 @@ class Run:
     train: TrainHeadline
     evaluation: EvalHeadline
     history: list[EpochRecord]
-    ran_alone: bool | None  # None where unknown (an experiment's run info stays in its commit)
+    busy: str | None  # what made the machine busy while it trained; None: calm, or unknown (an experiment's)
 
 
 def differing(runs: list[Run]) -> list[str]:
@@ -78,7 +79,7 @@ def from_sweep(sweep: sweeps.Sweep) -> list[Run]:
                 train=training.read_metrics(variant, root).headline(),
                 evaluation=evaluation.read_metrics(variant, root).headline(),
                 history=training.read_history(variant, root),
-                ran_alone=training.read_run(variant, root).ran_alone,
+                busy=short_causes(training.read_run(variant, root)),
             )
         )
     return runs
@@ -114,7 +115,7 @@ def from_dvc() -> tuple[list[Run], list[str], list[str]]:
             train=row.train,
             evaluation=row.evaluation,
             history=_history(row.rev, row.variant),
-            ran_alone=None,
+            busy=None,
         )
         for row in rows
     ]
@@ -190,7 +191,7 @@ COLUMNS = (
 
 
 def frame(runs: list[Run], keys: list[str]) -> pd.DataFrame:
-    """A row per run, best test accuracy first (then the shorter training): COLUMNS, `ran_alone` and the
+    """A row per run, best test accuracy first (then the shorter training): COLUMNS, `busy` and the
     given parameters. Object columns keep each value as the run holds it (None, a list, an int)."""
     records = [
         (
@@ -201,12 +202,12 @@ def frame(runs: list[Run], keys: list[str]) -> pd.DataFrame:
             run.train.epoch_s,
             run.train.compile_s,
             run.params.get("train.epochs"),
-            run.ran_alone,
+            run.busy,
             *(run.params.get(key) for key in keys),
         )
         for run in runs
     ]
-    data = pd.DataFrame(records, columns=[*COLUMNS, "ran_alone", *keys], dtype=object)
+    data = pd.DataFrame(records, columns=[*COLUMNS, "busy", *keys], dtype=object)
     return data.sort_values(["test_accuracy", "total_train_seconds"], ascending=[False, True], ignore_index=True)
 
 

@@ -28,7 +28,7 @@ from .markers import MARKERS
 
 POINT = "sweeps/{sweep}/{point}"
 LOGS = Path("logs")  # the rules' log: files
-# Points run side by side on purpose, and their runs record it (ran_alone: false); with --cores 1 each
+# Points run side by side on purpose, and their runs record it (timing_lock: off); with --cores 1 each
 # takes the machine's lock, so its timings are taken alone. The choice travels in the environment
 # (MNIST_PIPELINE_SWEEP_LOCK: empty = the machine's lock), not in the rules' params or commands, so
 # running a finished sweep again with other --cores does not re-run its points.

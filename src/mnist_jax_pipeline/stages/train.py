@@ -11,11 +11,13 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import os
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import jax
 import numpy as np
@@ -23,7 +25,7 @@ import numpy as np
 from ..artefacts import atomic, storage
 from ..artefacts.dataset import load_split
 from ..artefacts.model_file import ModelMetadata, save_model
-from ..artefacts.training import EpochRecord, RunInfo, TrainMetrics, XlaAnalysis
+from ..artefacts.training import EpochRecord, RunInfo, TimingLock, TrainMetrics, XlaAnalysis, was_busy
 from ..config.params import Params, load
 from ..foundation import console, paths, variants
 from ..foundation.errors import PipelineError
@@ -158,6 +160,21 @@ def summarize(run: Run, history: list[EpochRecord], examples: int, batch_size: i
     )
 
 
+def timing_conditions(lock: dict[str, Any]) -> dict[str, Any]:
+    """RunInfo's record of how busy the machine was, from the exclusive lock's record and the load now,
+    at the end of training."""
+    timing_lock: TimingLock = "held" if lock["ran_alone"] else "off"
+    other_cpu_share = None  # not measured
+    return {
+        "timing_lock": timing_lock,
+        "lock_wait_seconds": lock["lock_wait_seconds"],
+        "loadavg_1m_at_start": lock["loadavg_1m_at_start"],
+        "loadavg_1m_at_end": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+        "other_cpu_share": other_cpu_share,
+        "busy": was_busy(timing_lock, other_cpu_share),
+    }
+
+
 def main(args: argparse.Namespace) -> None:
     """`mnist-pipeline train --variant V`: train, then write the model, metrics, run info and history."""
     params, variant, root = load(args.params), args.variant, args.root
@@ -169,6 +186,7 @@ def main(args: argparse.Namespace) -> None:
     data = load_dataset(args.processed)
     with exclusive(f"train@{variant}") as lock:
         run, history = train(params, variant, data, label=console.job_label("train", variant, root))
+        conditions = timing_conditions(lock)
     metrics = summarize(run, history, len(data.train_labels), params.train.batch_size)
     weights = [(np.asarray(w), np.asarray(b)) for w, b in run.state.params]
     metadata = ModelMetadata(
@@ -180,5 +198,5 @@ def main(args: argparse.Namespace) -> None:
     save_model(paths.MODEL.at(variant, root), weights, metadata)
     storage.write_model(paths.TRAIN_HEADLINE.at(variant, root), metrics.headline())
     storage.write_model(paths.TRAIN_METRICS.at(variant, root), metrics)
-    storage.write_model(paths.TRAIN_RUN.at(variant, root), RunInfo(variant=variant, **device_info(), **lock))
+    storage.write_model(paths.TRAIN_RUN.at(variant, root), RunInfo(variant=variant, **device_info(), **conditions))
     storage.write_rows(paths.TRAIN_HISTORY.at(variant, root), history, EpochRecord)

@@ -114,7 +114,8 @@ class RunInfo(Record):
     lock_wait_seconds: float
     loadavg_1m_at_start: float | None = None  # None where the platform has no load average
     loadavg_1m_at_end: float | None = None
-    other_cpu_share: float | None = Field(default=None, ge=0, le=1)  # of all cores, other processes, timed epochs
+    # the share of the machine's CPU time (all cores) other processes used during the timed epochs; None: not measured
+    other_cpu_share: float | None = Field(default=None, ge=0, le=1)
     busy: bool  # was_busy(timing_lock, other_cpu_share)
 
 

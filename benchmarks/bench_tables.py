@@ -135,7 +135,7 @@ def sweep_runs(points: int) -> tuple[list[dict[str, Any]], list[str]]:
             "epoch_seconds_median": 0.3,
             "compile_seconds": None if i % 3 else 0.5,
             "epochs": 10,
-            "ran_alone": True,
+            "busy": None,
             "params": {"train.step_size": i / 100, "train.epochs": 10, "model.layer_sizes": [784, 32 + i, 10]},
         }
         for i in range(points)
@@ -158,7 +158,7 @@ def results_pandas(runs: list[dict[str, Any]], keys: list[str]) -> str:
     frame = pd.DataFrame.from_records(records, columns=[*records[0]]).astype(object)
     frame = frame.sort_values(["test_accuracy", "total_train_seconds"], ascending=[False, True], ignore_index=True)
     frame.to_dict("records")  # the page's rows
-    return frame.drop(columns="ran_alone").to_csv(index=False, lineterminator="\n")
+    return frame.drop(columns="busy").to_csv(index=False, lineterminator="\n")
 
 
 def show_cells(rows: int) -> list[tuple[str, ...]]:

@@ -34,7 +34,7 @@ def test_the_comparison_page_opens_offline_with_every_figure(report_tree: Path) 
             train=training.read_metrics(v).headline(),
             evaluation=evaluation.read_metrics(v).headline(),
             history=training.read_history(v),
-            ran_alone=True,
+            busy=None,
         )
         for v in TINY_VARIANTS
     ]

@@ -32,7 +32,7 @@ def baseline_runs() -> tuple[list[compare.Run], list[str]]:
             train=training.read_metrics(v, ROOT).headline(),
             evaluation=evaluation.read_metrics(v, ROOT).headline(),
             history=training.read_history(v, ROOT),
-            ran_alone=None,
+            busy=None,
         )
         for v in variants
     ]

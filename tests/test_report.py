@@ -21,7 +21,8 @@ from mnist_jax_pipeline.config.params import load
 from mnist_jax_pipeline.foundation import paths
 from mnist_jax_pipeline.foundation.variants import get
 from mnist_jax_pipeline.stages.report import provenance
-from mnist_jax_pipeline.stages.report.formatting import ratio, seconds, size
+from mnist_jax_pipeline.stages.report.conditions import parameter_values
+from mnist_jax_pipeline.stages.report.formatting import percent, ratio, seconds, signed_percent, size
 from mnist_jax_pipeline.stages.report.memory import clean_svg
 from mnist_jax_pipeline.stages.report.render import render
 
@@ -339,7 +340,7 @@ def test_comparison_figures_stay_within_the_data(report_tree: Path, monkeypatch)
                 )
                 for h in training.read_history(v)
             ],
-            ran_alone=True,
+            busy=None,
         )
         for v in TINY_VARIANTS
         for scale, accuracy in ((1, 0.99), (0.1, 0.5))
@@ -350,3 +351,79 @@ def test_comparison_figures_stay_within_the_data(report_tree: Path, monkeypatch)
     assert curves.axes[0].get_yscale() == "log"
     for name, fig in (("scatter", scatter), ("curves", curves)):
         _check_ticks(name, fig)
+
+
+def test_the_first_screen_shows_the_parameters_and_the_timing_conditions(rendered: tuple[str, str]) -> None:
+    html, summary = rendered
+    first_screen = html[html.index("<header>") : html.index('id="headline"')]
+    values = "2 epochs · sgd · step size 0.01 · batch size 64 · variants nojit, jit, jit_scan"
+    assert values in first_screen and f"**Parameters:** {values}" in summary
+    assert "Timed with the timing lock held, 1-minute load" in first_screen and 'id="busy"' not in html
+    assert "0 val (validation_fraction is 0 in params.yaml, so no validation split is held out)" in html
+    assert "experiments.html" not in html  # no experiments page beside the report
+    assert "Against the committed baseline" not in html  # no git repository
+
+
+def test_parameter_values_name_a_schedule_other_than_constant(make_params) -> None:
+    params = make_params(train__schedule="cosine", train__optimizer="adam", train__step_size=0.001, train__epochs=1)
+    assert parameter_values(params) == [
+        "1 epoch",
+        "adam",
+        "step size 0.001, cosine schedule",
+        "batch size 128",
+        "variants nojit, jit",
+    ]
+
+
+def _record_busy(variant: str, **fields: object) -> None:
+    path = paths.TRAIN_RUN.at(variant)
+    path.write_text(json.dumps({**json.loads(path.read_text()), **fields, "busy": True}))
+
+
+@pytest.mark.slow
+def test_a_run_on_a_busy_machine_is_flagged_on_the_first_screen(report_tree: Path) -> None:
+    _record_busy("jit", other_cpu_share=0.35, loadavg_1m_at_start=5.0, loadavg_1m_at_end=4.96, host_cpu_count=2)
+    _record_busy("nojit", timing_lock="off")
+    (report_tree / paths.EXPERIMENTS_HTML).write_text("<!DOCTYPE html>")
+    html, summary = _render(report_tree)
+    first_screen = html[html.index("<header>") : html.index('id="headline"')]
+    flag = re.search(r'<p class="notice" id="busy">([^<]*)</p>', first_screen)
+    assert flag, first_screen
+    said = flag.group(1)
+    assert said.startswith("Timings measured on a busy machine: ")
+    assert "other processes used 35 % of the CPU while train@jit ran (1-minute load 5.0 → 5.0 on 2 cores)" in said
+    assert "train@nojit ran without the timing lock (MNIST_PIPELINE_LOCK=off; 1-minute load" in said
+    assert "jit_scan" not in said and "Timed with the timing lock held" not in html
+    assert f"> **{said}**" in summary
+    assert "<td>held (busy: others 35 % CPU)</td>" in html and "<td>off (busy: no timing lock)</td>" in html
+    assert "ran alone" not in html and "ran alone" not in summary
+    assert '<a href="experiments.html">DVC experiments</a>' in html
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")
+def test_the_report_compares_with_the_committed_baseline(report_tree: Path) -> None:
+    train, evaluate = paths.TRAIN_HEADLINE.at("jit"), paths.EVAL_HEADLINE.at("jit")
+    now = {path: path.read_text() for path in (train, evaluate)}
+    committed_epoch = 2 * training.read_metrics("jit").epoch_seconds_median
+    train.write_text(json.dumps({**json.loads(now[train]), "epoch_s": committed_epoch}))
+    evaluate.write_text(json.dumps({**json.loads(now[evaluate]), "test_accuracy": 0.5}))
+    subprocess.run([*GIT, "init", "-q"], check=True)
+    subprocess.run([*GIT, "add", train.as_posix(), evaluate.as_posix()], check=True)
+    subprocess.run([*GIT, "commit", "-q", "-m", "baseline"], check=True)
+    commit = subprocess.run(["git", "log", "-1", "--format=%h"], capture_output=True, text=True).stdout.strip()
+    for path, text in now.items():  # this run's figures
+        path.write_text(text)
+    html, summary = _render(report_tree)
+    fold = html[html.index("<summary>Against the committed baseline") :]
+    fold = fold[: fold.index("</details>")]
+    accuracy = evaluation.read_metrics("jit").test_accuracy
+    epoch = training.read_metrics("jit").epoch_seconds_median
+    assert f"<code>{commit}</code></summary>" in fold
+    assert (
+        f'<tr><td>jit</td><td class="num">{percent(accuracy)}</td><td class="num">50.00 %</td>'
+        f'\n    <td class="num">{seconds(epoch)}</td><td class="num">{seconds(committed_epoch)}</td>'
+        f'\n    <td class="num">{signed_percent(epoch / committed_epoch - 1)}</td><td><code>{commit}</code></td></tr>'
+    ) in fold
+    assert "<td>nojit</td>" not in fold and "<td>jit_scan</td>" not in fold  # never committed: not compared
+    assert f"`jit` test accuracy {percent(accuracy)} (committed in `{commit}`: 50.00 %), median epoch" in summary

@@ -18,6 +18,7 @@ from mnist_jax_pipeline.artefacts import storage, training
 from mnist_jax_pipeline.config.params import load
 from mnist_jax_pipeline.foundation import paths
 from mnist_jax_pipeline.foundation.errors import PipelineError
+from mnist_jax_pipeline.stages.report import render as report_render
 from mnist_jax_pipeline.stages.report.render import render
 from test_report import GIT, PNG_MAGIC, _figures, _render
 
@@ -36,12 +37,12 @@ def test_without_profile_the_report_says_how_to_make_one(report_tree: Path) -> N
     shutil.rmtree(report_tree / "reports" / "profile")
     html, summary = _render(report_tree)
     assert "is missing; run the 'profile' stage" in html
-    assert "go install github.com/google/pprof" in html  # the default install hint
+    assert re.search(r"<details><summary>[^<]*</summary><p>go install github.com/google/pprof", html)  # folded
     assert "no memory profile (run the `profile` stage)" in summary
 
 
 @pytest.mark.slow
-def test_without_pprof_the_report_gives_the_install_hint(report_tree: Path) -> None:
+def test_without_pprof_the_report_gives_the_install_hint(report_tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for variant in TINY_VARIANTS:
         summary_path = paths.PROFILE.at(variant, report_tree) / "summary.json"
         data = json.loads(summary_path.read_text())
@@ -51,7 +52,11 @@ def test_without_pprof_the_report_gives_the_install_hint(report_tree: Path) -> N
     for svg in (report_tree / "reports" / "profile").rglob("*.svg"):
         svg.unlink()
     html, summary = _render(report_tree)
-    assert "pprof is not installed" in html and "apt-get install pprof-for-tests" in html
+    # the icicles stand in for every call graph, so the install hint stays folded
+    assert re.search(
+        r"<details><summary>[^<]*pprof is not installed[^<]*</summary>\s*<p>apt-get install pprof-for", html
+    )
+    assert not re.search(r'class="notice">[^<]*pprof', html)
     assert "apt-get install pprof-for-tests" in summary
     assert "data:image/svg+xml" not in html
     icicles = re.findall(r'<img src="(data:image/png;base64,[^"]+)" alt="icicle of (\w+) (\w+)"', html)
@@ -61,6 +66,11 @@ def test_without_pprof_the_report_gives_the_install_hint(report_tree: Path) -> N
     assert re.findall(
         r'<img src="(data:image/png;base64,[^"]+)" alt="icicle', Path(paths.REPORT_HTML.path).read_text()
     ) == [uri for uri, _, _ in icicles]
+    monkeypatch.setattr(report_render, "draw_icicles", lambda art, missing: {})  # no graph of any kind
+    html, _ = _render(report_tree)
+    assert re.search(
+        r'<p class="notice">pprof is not installed and some snapshots have no call graph; [^<]*pprof-for', html
+    )
 
 
 @pytest.mark.slow

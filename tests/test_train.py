@@ -48,7 +48,9 @@ def test_train_writes_model_metrics_run_and_history(tmp_path, small_params, tiny
     assert metrics.compile_seconds > 0 and metrics.epochs == 3 and metrics.steps_per_epoch == 19
     assert metrics.epoch_seconds_median > 0 and metrics.xla is not None
     run_info = training.read_run("jit", tmp_path)
-    assert run_info.timing_lock == "held" and run_info.backend == "cpu" and run_info.jax_version and run_info.devices
+    assert run_info.backend == "cpu" and run_info.jax_version and run_info.devices
+    assert run_info.timing_lock == "held" and run_info.loadavg_1m_at_end is not None
+    assert run_info.busy == (run_info.other_cpu_share is not None and run_info.other_cpu_share > 0.1)
     history = training.read_history("jit", tmp_path)
     assert [h.epoch for h in history] == [1, 2, 3]
     assert history[-1].train_loss < history[0].train_loss

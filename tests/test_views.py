@@ -11,6 +11,8 @@ import subprocess
 import pytest
 
 from conftest import write_raw
+from mnist_jax_pipeline.artefacts.evaluation import EvalHeadline
+from mnist_jax_pipeline.artefacts.training import EpochRecord, TrainHeadline
 from mnist_jax_pipeline.comparison import compare, experiments
 from mnist_jax_pipeline.foundation import paths
 from workspace import env, make_workspace, sh
@@ -74,6 +76,53 @@ def test_accuracy_axes_stay_within_the_data():
     low, high = compare._within([96.5, 99.9], top=100)
     assert 96 < low < 96.5 and 99.9 < high <= 100
     assert compare._within([97.0], top=100)[1] <= 100  # one run: a margin, still not past 100%
+
+
+def _run(name: str, train_s: float, accuracy: float, losses: list[float]) -> compare.Run:
+    history = [
+        EpochRecord(epoch=i, epoch_seconds=1.0, train_loss=loss, train_accuracy=accuracy, test_accuracy=accuracy)
+        for i, loss in enumerate(losses, start=1)
+    ]
+    return compare.Run(
+        name=name,
+        params={"train.step_size": 0.01, "variant": "jit"},
+        train=TrainHeadline(epoch_s=train_s / 2, train_s=train_s, train_loss=losses[-1]),
+        evaluation=EvalHeadline(test_accuracy=accuracy, test_loss=0.1),
+        history=history,
+        busy=None,
+    )
+
+
+def test_identical_runs_are_drawn_once_and_named(tmp_path, monkeypatch):
+    runs = [
+        _run("workspace · jit", 3.0, 0.97, [0.5, 0.2]),
+        _run("HEAD (main) · jit", 3.0, 0.97, [0.5, 0.2]),  # the same results as the workspace
+        _run("exp-a · jit", 2.0, 0.95, [0.6, 0.3]),
+        _run("exp-b · jit", 2.0, 0.95, [0.7, 0.3]),  # exp-a's point, other curves
+    ]
+    drawn = []
+    monkeypatch.setattr(compare, "_uri", lambda fig: drawn.append(fig) or "data:,")
+    page = tmp_path / "compare.html"
+    compare.write(runs, [], "identical", "test", page, None, "between the runs")
+    scatter, curves = drawn
+    assert [t.get_text() for t in scatter.legends[0].get_texts()] == [
+        "workspace · jit = HEAD (main) · jit",
+        "exp-a · jit = exp-b · jit",
+    ]
+    assert len(scatter.axes[0].collections) == 2  # one dot per legend entry
+    assert [t.get_text() for t in curves.legends[0].get_texts()] == [
+        "workspace · jit = HEAD (main) · jit",
+        "exp-a · jit",
+        "exp-b · jit",
+    ]
+    html = page.read_text()
+    said = re.sub(r"\s+", " ", html)
+    assert (
+        "<strong>Identical results:</strong> <code>workspace · jit = HEAD (main) · jit</code> (the same test accuracy,"
+        " training seconds and curves)"
+    ) in said
+    assert "<code>exp-a · jit = exp-b · jit</code>: one point, the same test accuracy and training seconds." in said
+    assert ": one line, the same curves." not in said
 
 
 @pytest.fixture(scope="module")

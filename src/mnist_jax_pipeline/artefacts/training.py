@@ -80,8 +80,14 @@ class TrainMetrics(Record):
         )
 
 
+# held: the machine's timing lock was held while training; off: MNIST_PIPELINE_LOCK=off (sweep points run side
+# by side); not held: the stage stopped waiting for another job's lock and ran anyway
+TimingLock = Literal["held", "off", "not held"]
+
+
 class RunInfo(Record):
-    """metrics/train/<variant>.run.json: the device, versions and host a training run used."""
+    """metrics/train/<variant>.run.json: the device, versions and host a training run used, and how busy
+    the machine was while it was timed."""
 
     variant: str
     backend: str
@@ -97,12 +103,13 @@ class RunInfo(Record):
     runtime_lock_sha256: str | None = None  # requirements/runtime.txt, the locked runtime versions
     xla_flags: str | None = None  # XLA_FLAGS in force: the deterministic GPU ops (runtime.set_numerics)
     matmul_precision: str | None = None  # float32 matmuls: "highest" is full float32 on GPU and TPU too
-    timing_lock: Literal["held", "off", "not held"]  # the machine's timing lock while it trained (runtime.py)
+    timing_lock: TimingLock
     lock_wait_seconds: float
-    loadavg_1m_at_start: float | None
-    loadavg_1m_at_end: float | None
-    other_cpu_share: float | None  # other processes' share of the machine's CPU time while it trained
-    busy: bool  # not held, or other processes used more than runtime.BUSY_SHARE
+    loadavg_1m_at_start: float | None = None  # None where the platform has no load average
+    loadavg_1m_at_end: float | None = None
+    # the share of the machine's CPU time (all cores) other processes used during the timed epochs; None: not measured
+    other_cpu_share: float | None = Field(default=None, ge=0, le=1)
+    busy: bool  # not held, or others used more than runtime.BUSY_SHARE of the CPU
 
 
 def read_metrics(variant: str, root: str | Path = ".") -> TrainMetrics:

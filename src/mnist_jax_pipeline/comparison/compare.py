@@ -2,7 +2,8 @@
 DVC's experiments, with the same numbers `dvc exp show` lists.
 
 It holds a table sorted by test accuracy, test accuracy against training seconds, the training
-curves overlaid, and each run's parameters, showing only those that differ between runs.
+curves overlaid, and each run's parameters, showing only those that differ between runs. Runs whose
+plotted values are identical are drawn once, labelled with every name, and named in a note.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import io
 import json
 import logging
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,7 @@ from ..config import sweeps
 from ..config.params import load
 from ..foundation import paths
 from ..foundation.errors import PipelineError
+from ..stages.report.conditions import short_causes
 from ..stages.report.figures import STYLE, png_bytes, variant_color
 from ..stages.report.provenance import generated_at
 from ..stages.report.render import environment
@@ -52,7 +55,7 @@ class Run:
     train: TrainHeadline
     evaluation: EvalHeadline
     history: list[EpochRecord]
-    ran_alone: bool | None  # None where unknown (an experiment's run info stays in its commit)
+    busy: str | None  # what made the machine busy while it trained; None: calm, or unknown (an experiment's)
 
 
 def differing(runs: list[Run]) -> list[str]:
@@ -78,7 +81,7 @@ def from_sweep(sweep: sweeps.Sweep) -> list[Run]:
                 train=training.read_metrics(variant, root).headline(),
                 evaluation=evaluation.read_metrics(variant, root).headline(),
                 history=training.read_history(variant, root),
-                ran_alone=training.read_run(variant, root).ran_alone,
+                busy=short_causes(training.read_run(variant, root)),
             )
         )
     return runs
@@ -114,7 +117,7 @@ def from_dvc() -> tuple[list[Run], list[str], list[str]]:
             train=row.train,
             evaluation=row.evaluation,
             history=_history(row.rev, row.variant),
-            ran_alone=None,
+            busy=None,
         )
         for row in rows
     ]
@@ -142,15 +145,59 @@ def _within(values: list[float], top: float | None = None) -> tuple[float, float
     return low - pad, upper
 
 
+def point(run: Run) -> tuple[float, float]:
+    """Where a run lies in the scatter: training seconds, test accuracy."""
+    return run.train.train_s, run.evaluation.test_accuracy
+
+
+def curve(run: Run) -> list[tuple[int, float, float]]:
+    """What the curves draw of a run: epoch, training loss, test accuracy."""
+    return [(h.epoch, h.train_loss, h.test_accuracy) for h in run.history]
+
+
+def alike(runs: list[Run], plotted: Callable[[Run], Any]) -> dict[int, list[int]]:
+    """For each run, the indices of every run with the same plotted values as its own, itself included, in
+    run order; a run with nothing to plot is like none but itself."""
+    seen: dict[str, list[int]] = {}
+    groups: dict[int, list[int]] = {}
+    for i, run in enumerate(runs):
+        values = plotted(run)
+        groups[i] = seen.setdefault(json.dumps(values), []) if values else []
+        groups[i].append(i)
+    return groups
+
+
+def same_names(runs: list[Run], plotted: Callable[[Run], Any]) -> list[str]:
+    """Each set of two or more runs with the same plotted values, as 'a = b'."""
+    groups = {tuple(group) for group in alike(runs, plotted).values() if len(group) > 1}
+    return [" = ".join(runs[i].name for i in group) for group in sorted(groups)]
+
+
+def identical_notes(runs: list[Run]) -> dict[str, list[str]]:
+    """The notes that name identical runs: "results" (the same point and curves), "point" and "curve"
+    (the same in that figure only), each 'a = b'."""
+    results = same_names(runs, lambda run: [point(run), curve(run)])
+    return {
+        "results": results,
+        "point": [names for names in same_names(runs, point) if names not in results],
+        "curve": [names for names in same_names(runs, curve) if names not in results],
+    }
+
+
+def _drawn(runs: list[Run], plotted: Callable[[Run], Any]) -> list[tuple[int, str]]:
+    """The runs a figure draws, one for each set of identical ones: its index and the label naming all."""
+    return [(i, " = ".join(runs[j].name for j in group)) for i, group in alike(runs, plotted).items() if group[0] == i]
+
+
 def figures(runs: list[Run]) -> dict[str, str]:
-    """The scatter of accuracy against time, and the curves overlaid, as data: URIs."""
+    """The scatter of accuracy against time, and the curves overlaid, as data: URIs; runs with the same
+    plotted values are drawn once, under a label that names them all ('a = b')."""
     with mpl_style.context(["default", STYLE]):
         scatter = Figure(figsize=(6.5, 4), layout="constrained")
         ax = scatter.subplots()
-        for i, run in enumerate(runs):
-            ax.scatter(
-                run.train.train_s, 100 * run.evaluation.test_accuracy, **_look(i), label=run.name, s=36, zorder=3
-            )
+        for i, label in _drawn(runs, point):
+            run = runs[i]
+            ax.scatter(run.train.train_s, 100 * run.evaluation.test_accuracy, **_look(i), label=label, s=36, zorder=3)
         ax.set(
             xlabel="training seconds (all epochs, compile apart)",
             ylabel="test accuracy (%)",
@@ -162,10 +209,11 @@ def figures(runs: list[Run]) -> dict[str, str]:
         curves = Figure(figsize=(9, 3.4), layout="constrained")
         loss_ax, acc_ax = curves.subplots(1, 2)
         accuracies = []
-        for i, run in enumerate(runs):
+        for i, label in _drawn(runs, curve):
+            run = runs[i]
             epochs = [h.epoch for h in run.history]
             accuracies += [100 * h.test_accuracy for h in run.history]
-            loss_ax.plot(epochs, [h.train_loss for h in run.history], **_look(i), markersize=3, label=run.name)
+            loss_ax.plot(epochs, [h.train_loss for h in run.history], **_look(i), markersize=3, label=label)
             acc_ax.plot(epochs, [100 * h.test_accuracy for h in run.history], **_look(i), markersize=3)
         loss_ax.set(title="training loss (log)", xlabel="epoch", ylabel="loss")
         log_axis(loss_ax, "y", [h.train_loss for run in runs for h in run.history])
@@ -190,7 +238,7 @@ COLUMNS = (
 
 
 def frame(runs: list[Run], keys: list[str]) -> pd.DataFrame:
-    """A row per run, best test accuracy first (then the shorter training): COLUMNS, `ran_alone` and the
+    """A row per run, best test accuracy first (then the shorter training): COLUMNS, `busy` and the
     given parameters. Object columns keep each value as the run holds it (None, a list, an int)."""
     records = [
         (
@@ -201,12 +249,12 @@ def frame(runs: list[Run], keys: list[str]) -> pd.DataFrame:
             run.train.epoch_s,
             run.train.compile_s,
             run.params.get("train.epochs"),
-            run.ran_alone,
+            run.busy,
             *(run.params.get(key) for key in keys),
         )
         for run in runs
     ]
-    data = pd.DataFrame(records, columns=[*COLUMNS, "ran_alone", *keys], dtype=object)
+    data = pd.DataFrame(records, columns=[*COLUMNS, "busy", *keys], dtype=object)
     return data.sort_values(["test_accuracy", "total_train_seconds"], ascending=[False, True], ignore_index=True)
 
 
@@ -238,6 +286,7 @@ def write(
             keys=keys,
             rows=rows,
             figures=figures(runs),
+            identical=identical_notes(runs),
             date=generated_at(),
             notes=notes,
             against=against,

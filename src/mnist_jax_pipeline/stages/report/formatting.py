@@ -83,6 +83,19 @@ def sizes_in(text: str) -> str:
     return _BYTE_COUNT.sub(lambda match: size(int(match.group(1).replace(",", ""))), text)
 
 
+def signed_percent(value: Any, digits: int = 1) -> str:
+    """A relative change, its sign always shown: 0.027 -> '+2.7 %', -0.01 -> '−1.0 %'."""
+    if value is None:
+        return MISSING
+    text = f"{100 * float(value):.{digits}f}"
+    return f"{_signed(text, float(text))} %"
+
+
+def load(value: Any) -> str:
+    """A load average: 1.251953125 -> '1.25'."""
+    return MISSING if value is None else f"{float(value):.2f}"
+
+
 def ratio(value: Any) -> str:
     """A speedup: 31.234 -> '31.2×'."""
     return MISSING if value is None else f"{_three_digits(float(value))}×"
@@ -145,6 +158,8 @@ FILTERS = {
     "signed_size": signed_size,
     "signed": signed,
     "ratio": ratio,
+    "signed_percent": signed_percent,
+    "load": load,
     "thousands": thousands,
     "flops": flops,
     "memory_stat": memory_stat,

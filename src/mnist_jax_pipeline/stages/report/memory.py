@@ -115,6 +115,7 @@ class MemoryView:
     peak_source: str | None = None
     pprof_available: bool = False
     install_hint: str = INSTALL_HINT
+    graphs_missing: bool = False  # a snapshot with buffers shows neither pprof's call graph nor an icicle
 
 
 def _local(name: str) -> str:
@@ -306,6 +307,11 @@ def _xla_rows(art: Artefacts) -> list[XlaRow]:
     return rows
 
 
+def graphs_missing(shown: list[VariantMemory]) -> bool:
+    """Whether a snapshot with buffers shows neither pprof's call graph nor the report's icicle."""
+    return any(snap.top and not (snap.call_graph or snap.icicle) for m in shown for snap in m.snapshots)
+
+
 def memory_view(art: Artefacts, icicles: dict[tuple[str, str], str] | None = None) -> MemoryView:
     """What the memory and trace sections show; without summaries, an empty view with the install hint."""
     icicles = icicles or {}
@@ -343,4 +349,5 @@ def memory_view(art: Artefacts, icicles: dict[tuple[str, str], str] | None = Non
         peak_source=peak.peak_source if peak else None,
         pprof_available=any(m.pprof_available for m in shown) if shown else False,
         install_hint=shown[0].install_hint if shown else INSTALL_HINT,
+        graphs_missing=graphs_missing(shown),
     )

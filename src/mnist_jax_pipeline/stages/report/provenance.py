@@ -18,7 +18,7 @@ PACKAGES = ("jax", "jaxlib", "tensorflow-datasets", "dvc", "snakemake", "numpy",
 GIT_TIMEOUT_S = 10
 
 
-def _git(*args: str) -> str | None:
+def git(*args: str) -> str | None:
     """Output of one git command in the current folder, or None (no git, no repository)."""
     try:
         done = subprocess.run(["git", *args], capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=True)
@@ -44,8 +44,8 @@ def modified_files(porcelain: str) -> list[str]:
 
 def git_state() -> dict[str, Any]:
     """The commit checked out and the tracked files that differ from it (not dvc.lock: runs rewrite it)."""
-    commit = (_git("rev-parse", "HEAD") or "").strip()
-    status = _git("status", "--porcelain=v1", "-z", "--untracked-files=no") if commit else None
+    commit = (git("rev-parse", "HEAD") or "").strip()
+    status = git("status", "--porcelain=v1", "-z", "--untracked-files=no") if commit else None
     if not commit or status is None:
         return {"commit": UNKNOWN, "modified": None}
     return {"commit": commit, "modified": modified_files(status)}

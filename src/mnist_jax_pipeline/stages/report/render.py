@@ -2,7 +2,8 @@
 
 Outputs (paths.py): `reports/report.html` (figures inlined as data: URIs, inline CSS, no script,
 nothing loaded from elsewhere, so it opens offline; its only links are relative ones to the trace
-files beside it), `reports/summary.md` (for a pull-request comment) and `reports/figures/*.png`.
+files and, where it exists, the experiments page beside it), `reports/summary.md` (for a pull-request
+comment) and `reports/figures/*.png`.
 The text lives in Jinja templates under `report/templates/`.
 """
 
@@ -20,12 +21,14 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from ...artefacts import atomic, storage
 from ...artefacts.dataset import Stats
 from ...artefacts.dropped import PARKED, park
-from ...artefacts.training import VariantEpoch
+from ...artefacts.training import BUSY_CPU_SHARE, VariantEpoch
 from ...config.params import Params, load
 from ...foundation import paths, variants
 from ...foundation.dataset_facts import NUM_CLASSES
+from .committed import against_committed
+from .conditions import busy_flag, calm_line, parameter_values, short_causes
 from .figures import SAMPLE_DIGITS, draw_all, draw_icicles, ordered_splits
-from .formatting import FILTERS
+from .formatting import FILTERS, href
 from .inputs import Artefacts, VariantResults, read_all
 from .memory import memory_view, missing_graphs
 from .provenance import collect
@@ -81,6 +84,7 @@ def _variant_row(v: VariantResults, speedup: float | None) -> dict[str, Any]:
         "run": v.run,
         "evaluation": v.evaluation,
         "speedup": speedup,
+        "busy_causes": short_causes(v.run),
         "epochs_timed": len(v.history),
         "worst_class": worst,
         "worst_recall": recalls[worst],
@@ -119,6 +123,8 @@ def context(
     splits, class_rows = _class_rows(art.stats)
     baseline = next((row for row in rows if row["name"] == variants.BASELINE), None)
     hungriest = max(art.variants, key=lambda v: v.train.peak_rss_bytes)
+    runs = {v.name: v.run for v in art.variants}
+    experiments = art.root / paths.EXPERIMENTS_HTML
     return {
         "dataset": art.manifest.dataset,
         "manifest": art.manifest,
@@ -138,6 +144,13 @@ def context(
         "figures": figures,
         "provenance": collect(params.digest(), params_path, art.manifest),
         "params_json": json.dumps(params.to_dict(), indent=2, sort_keys=True),
+        "parameter_values": parameter_values(params),
+        "validation_fraction": params.preprocess.validation_fraction,
+        "busy_flag": busy_flag(runs),  # one sentence when any variant trained on a busy machine, else None
+        "calm": calm_line(runs),
+        "busy_cpu_share": BUSY_CPU_SHARE,
+        "committed": against_committed(art.variants),
+        "experiments_href": href(paths.EXPERIMENTS_HTML, paths.REPORT_HTML.path) if experiments.is_file() else None,
     }
 
 

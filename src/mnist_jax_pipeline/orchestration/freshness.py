@@ -36,7 +36,11 @@ from . import code_deps, stage_table
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the top-level package
 SHARED = ("download", "preprocess")  # stages whose outputs sweep points share, under the project root
-RUNTIME_PACKAGES = ("jax", "jaxlib", "numpy", "optax", "safetensors", "tensorflow-datasets", "matplotlib")
+# what a record names with its version: the packages the stages import, the project itself, the tools that run it
+RUNTIME_PACKAGES = (
+    *("jax", "jaxlib", "numpy", "optax", "safetensors", "tensorflow-datasets", "matplotlib"),
+    *("mnist-jax-pipeline", "snakemake", "dvc"),
+)
 SHOWN = 3  # problems named per job
 
 

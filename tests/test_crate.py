@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -25,7 +27,7 @@ def make_tree(root: Path) -> None:
     the checkout's code and definitions copied in, so that the records name files that are there."""
     for name in ("src", "requirements"):
         shutil.copytree(ROOT / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("Snakefile", "dvc.yaml"):
+    for name in ("Snakefile", "dvc.yaml", "README.md"):
         shutil.copy(ROOT / name, root / name)
     write_raw(root / "data" / "raw", 600, 200)
     params = tiny_params_dict(variants=["jit"], train={"epochs": 1})
@@ -59,10 +61,18 @@ def crate_tree(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def project(crate_tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of the tree, the current folder; git reads the test's settings only (none, until it writes some)."""
     tree = tmp_path / "project"
     shutil.copytree(crate_tree, tree, symlinks=True)
     monkeypatch.chdir(tree)
+    (tmp_path / "gitconfig").write_text("")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "gitconfig"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     return tree
+
+
+def configure_git_user(project: Path, name: str, email: str) -> None:
+    (project.parent / "gitconfig").write_text(f"[user]\n\tname = {name}\n\temail = {email}\n")
 
 
 def graph(root: Path) -> dict[str, dict[str, Any]]:
@@ -78,7 +88,7 @@ def ids(value: Any) -> list[str]:
 def test_the_crate_describes_every_job_and_validates_offline(project: Path, capsys: pytest.CaptureFixture[str]):
     assert main(["crate", "--validate"]) == 0
     said = capsys.readouterr().out
-    assert "provenance-run-crate-0.5: 0 REQUIRED issues" in said and "REQUIRED:" not in said, said
+    assert "crate valid against provenance-run-crate-0.5: 0 REQUIRED," in said and "REQUIRED:" not in said, said
     assert said.strip().endswith("wrote ro-crate-metadata.json: 5 jobs"), said
     entities = graph(project)
     actions = {i: e for i, e in entities.items() if e["@type"] == "CreateAction" and i != "#run"}
@@ -93,7 +103,12 @@ def test_the_crate_describes_every_job_and_validates_offline(project: Path, caps
     params = [entities[i] for i in ids(train["object"]) if entities[i]["@type"] == "PropertyValue"]
     assert {p["name"] for p in params} == {"model", "train"}
     assert {"models/jit.safetensors", "provenance/train_jit.json"} <= set(ids(train["result"]))
-    assert {"src/mnist_jax_pipeline/stages/train.py", "requirements/runtime.txt"} <= set(ids(train["instrument"]))
+    tool = entities[ids(train["instrument"])[0]]
+    assert {"src/mnist_jax_pipeline/stages/train.py", "requirements/runtime.txt"} <= set(ids(tool["hasPart"]))
+    assert tool["softwareVersion"] == metadata.version("mnist-jax-pipeline")
+    jax = entities[f"https://pypi.org/project/jax/{metadata.version('jax')}/"]
+    assert jax in [entities[i] for i in ids(tool["softwareRequirements"])] and jax["url"] == {"@id": jax["@id"]}
+    assert ids(entities["./"]["license"]) == ["https://spdx.org/licenses/Apache-2.0"]
     swept = actions[f"#run/{POINT}/train@jit"]
     assert f"{POINT}/models/jit.safetensors" in ids(swept["result"])
     assert (
@@ -108,6 +123,42 @@ def test_the_crate_describes_every_job_and_validates_offline(project: Path, caps
         "Snakefile",
         "dvc.yaml",
     }
+
+
+@pytest.mark.slow
+def test_few_recommended_findings_are_left(project: Path, capsys: pytest.CaptureFixture[str]):
+    """What the project knows is in the crate; the findings left are named by kind on the one summary line."""
+    configure_git_user(project, "Ada Lovelace", "ada@example.org")
+    assert main(["crate", "--validate"]) == 0
+    summary = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("crate valid"))
+    found = re.search(r" (\d+) RECOMMENDED \((.*)\), \d+ OPTIONAL; see docs/provenance.md$", summary)
+    assert found and int(found[1]) <= 20, summary
+    assert sum(int(count) for count in re.findall(r"(?:^|, )(\d+) x ", found[2])) == int(found[1]), summary
+    for known in ("Action agent", "version", "license"):  # what the records and the project's metadata hold
+        assert known not in found[2], summary
+
+
+@pytest.mark.slow
+def test_the_agent_is_the_configured_git_user(project: Path):
+    configure_git_user(project, "Ada Lovelace", "ada@example.org")
+    assert main(["crate"]) == 0
+    entities = graph(project)
+    actions = [e for e in entities.values() if e["@type"] == "CreateAction"]
+    assert len(actions) == len(JOBS) + 1  # with the whole run's
+    assert {i for action in actions for i in ids(action["agent"])} == {"#person/Ada Lovelace"}
+    assert entities["#person/Ada Lovelace"] == {
+        "@id": "#person/Ada%20Lovelace",
+        "@type": "Person",
+        "name": "Ada Lovelace",
+        "email": "ada@example.org",
+    }
+
+
+@pytest.mark.slow
+def test_no_agent_without_a_git_user(project: Path):
+    assert main(["crate"]) == 0
+    entities = graph(project).values()
+    assert not [e["@id"] for e in entities if "agent" in e or e["@type"] == "Person"]
 
 
 @pytest.mark.slow

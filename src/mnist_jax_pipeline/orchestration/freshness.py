@@ -25,7 +25,11 @@ from . import stage_table
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the package that runs
 CODE_ROOT = Path("src") / PACKAGE_DIR.name  # the checkout's package, relative to the project root
 RUNTIME_LOCK = Path("requirements/runtime.txt")  # the locked runtime versions: every stage's dependency
-RECORDED_VERSIONS = ("jax", "jaxlib", "numpy", "optax", "safetensors", "tensorflow-datasets", "matplotlib")
+# what a record names with its version: the packages the stages import, the project itself, the tools that run it
+RECORDED_VERSIONS = (
+    *("jax", "jaxlib", "numpy", "optax", "safetensors", "tensorflow-datasets", "matplotlib"),
+    *("mnist-jax-pipeline", "snakemake", "dvc"),
+)
 SHOWN = 3  # files named per problem
 
 

@@ -7,15 +7,19 @@ checks are written for. The layout it asks for:
   the stages' commands (SoftwareApplications, the tools) and whose `step` are HowToSteps, one per stage,
   each naming its tool (`workExample`); `Snakefile` and `dvc.yaml`, the same workflow in each tool's
   language, are its `subjectOf` (as ro-crate-py links an abstract CWL description);
-- one CreateAction per job: `instrument` the stage's command and the code files it ran (the runtime
-  lock among them), `object` its input files and its params.yaml sections (PropertyValues, the value a
-  JSON text), `result` its output files and its record, start and end time from the record's `run`;
+- each command has the project's version its jobs recorded, the code files they ran as `hasPart` (the
+  runtime lock among them; plain Files, parts of the command rather than software of their own) and the
+  packages they recorded as `softwareRequirements` (PyPI releases);
+- one CreateAction per job: `instrument` the stage's command, `object` its input files and its
+  params.yaml sections (PropertyValues, the value a JSON text), `result` its output files and its
+  record, start and end time from the record's `run`, `agent` the git user when one is configured;
 - a ControlAction per job (the step it ran, the action), an OrganizeAction per tool that ran jobs
-  (`instrument`: Snakemake, DVC, or `mnist-pipeline` by hand) and one CreateAction for the whole run;
-- the environment: each command's `softwareRequirements` (the package versions in its records), the
-  XLA settings in force as the train action's `environment` (environment variables, as the profile
-  has them), and the device, a Product the train run's record (metrics/train/<variant>.run.json) is
-  `about`.
+  (`instrument`: the Snakemake or DVC release the jobs recorded; for jobs run by hand, the stage table
+  itself) and one CreateAction for the whole run;
+- the environment: the XLA settings in force as the train action's `environment` (environment
+  variables, as the profile has them), and the device, a Product the train run's record
+  (metrics/train/<variant>.run.json) is `about`;
+- the root: the project's license (its package metadata's SPDX expression); README.md is `about` it.
 
 Every File has `sha256` (from the record, equal to the file's digest now: records.py left out any job
 whose files changed) and `contentSize`. Times, tool names and the file's own digest aside, the crate is
@@ -33,7 +37,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from rocrate.model import ComputerLanguage, ContextEntity, Entity
+from rocrate.model import ComputerLanguage, ContextEntity, Entity, Person
 from rocrate.model.computerlanguage import get_lang
 from rocrate.rocrate import ROCrate
 
@@ -41,6 +45,8 @@ from ...artefacts.provenance import Hashes
 from ...artefacts.training import RunInfo
 from ...foundation import paths
 from .. import commands, stage_table
+from . import software
+from .agent import GitUser
 from .records import RecordedJob
 
 RO_CRATE_VERSION = "1.1"
@@ -48,18 +54,21 @@ PROFILES = {  # conformsTo of the root: the profile and the profiles it extends
     "https://w3id.org/ro/wfrun/process/0.5": "Process Run Crate",
     "https://w3id.org/ro/wfrun/workflow/0.5": "Workflow Run Crate",
     "https://w3id.org/ro/wfrun/provenance/0.5": "Provenance Run Crate",
+    "https://w3id.org/workflowhub/workflow-ro-crate/1.0": "Workflow RO-Crate",
 }
 # Terms the RO-Crate 1.1 context lacks, given whole IRIs in the crate's own context (ro-crate-py's extra_terms).
 EXTRA_TERMS = {
     "sha256": "http://schema.org/sha256",
     "environment": "https://w3id.org/ro/terms/workflow-run#environment",
 }
-ENGINES: dict[str, tuple[str, str | None]] = {  # the tool a record's `run.tool` names: its name and home page
-    "snakemake": ("Snakemake", "https://snakemake.github.io"),
-    "dvc": ("DVC", "https://dvc.org"),
-    "mnist-pipeline": ("mnist-pipeline (run by hand)", None),
+COMPLETED = "http://schema.org/CompletedActionStatus"  # as text: the profiles compare it with a string
+MEDIA_TYPES = {
+    ".npy": "application/x-npy",
+    ".yaml": "application/yaml",
+    ".md": "text/markdown",
+    ".py": "text/x-python",
+    "Snakefile": "text/plain",
 }
-MEDIA_TYPES = {".npy": "application/x-npy", ".yaml": "application/yaml", ".md": "text/markdown", ".py": "text/x-python"}
 WORKFLOW = Path("src/mnist_jax_pipeline/orchestration/stage_table.py")
 RUN_NAME = "Run of the mnist-jax-pipeline workflow"  # in every crate: how --out recognises one of its own
 DEFINITIONS = {Path("Snakefile"): "snakemake", Path("dvc.yaml"): "dvc"}
@@ -69,10 +78,28 @@ def _fragment(*parts: str) -> str:
     return "#" + "/".join(quote(part, safe="@=,.-_") for part in parts)
 
 
+def _media_type(name: str) -> str:
+    path = Path(name)
+    return mimetypes.guess_type(name)[0] or MEDIA_TYPES.get(path.suffix or path.name, "application/octet-stream")
+
+
+def _time(iso: str) -> str:
+    """A record's UTC time with its offset written +00:00, the form the profile checks for, instead of Z."""
+    return iso.removesuffix("Z") + "+00:00" if iso.endswith("Z") else iso
+
+
+def _compact(graph: list[dict[str, Any]]) -> None:
+    """A one-element list as its element, as RO-Crate 1.1's JSON-LD form asks (ro-crate-py keeps lists as given)."""
+    for entity in graph:
+        for key, value in entity.items():
+            if isinstance(value, list) and len(value) == 1:
+                entity[key] = value[0]
+
+
 class CrateBuilder:
     """Builds the crate for files named relative to the project root; `out` is the crate's root folder."""
 
-    def __init__(self, jobs: list[RecordedJob], out: Path, hashes: Hashes):
+    def __init__(self, jobs: list[RecordedJob], out: Path, hashes: Hashes, user: GitUser | None):
         self.jobs, self.out, self.hashes = jobs, out, hashes
         self.crate = ROCrate(version=RO_CRATE_VERSION)
         self.crate.metadata.extra_terms.update(EXTRA_TERMS)
@@ -81,8 +108,9 @@ class CrateBuilder:
                 self.crate, "#python", properties={"name": "Python", "url": {"@id": "https://www.python.org"}}
             )
         )
+        self.agent = self.person(user) if user else None
 
-    def _context(self, identifier: str, kind: str | list[str], **properties: Any) -> Entity:
+    def _context(self, identifier: str, kind: str | list[str], /, **properties: Any) -> Entity:
         """A contextual entity, added once (the first one's properties kept)."""
         return self.crate.get(identifier) or self.crate.add(
             ContextEntity(self.crate, identifier, properties={"@type": kind, **properties})
@@ -92,30 +120,36 @@ class CrateBuilder:
         """A project file's path relative to the crate's root (ro-crate-py makes it a URI reference, quoted)."""
         return Path(os.path.relpath(name, self.out)).as_posix()
 
-    def file(self, name: str, digest: str | None = None, code: bool = False, **properties: Any) -> Entity:
+    def file(self, name: str, digest: str | None = None, **properties: Any) -> Entity:
         """The File entity of a project file, with its digest and size (`digest`: the record's)."""
         found = self.crate.get(self._id(name))
         if found is not None:
             return found
-        kind: str | list[str] = ["File", "SoftwareSourceCode"] if code else "File"
-        media = mimetypes.guess_type(name)[0] or MEDIA_TYPES.get(Path(name).suffix, "application/octet-stream")
-        extra = {"programmingLanguage": self.python} if code and name.endswith(".py") else {}
         return self.crate.add_file(
             name,
             dest_path=self._id(name),
             properties={
-                "@type": kind,
                 "name": Path(name).name,
                 "sha256": digest or self.hashes.of(Path(name)),
                 "contentSize": str(Path(name).stat().st_size),
-                "encodingFormat": media,
-                **extra,
+                "encodingFormat": _media_type(name),
                 **properties,
             },
         )
 
-    def files(self, digests: dict[str, str], code: bool = False) -> list[Entity]:
-        return [self.file(name, digest, code) for name, digest in sorted(digests.items())]
+    def files(self, digests: dict[str, str]) -> list[Entity]:
+        return [self.file(name, digest) for name, digest in sorted(digests.items())]
+
+    def person(self, user: GitUser) -> Entity:
+        properties = {"name": user.name} | ({"email": user.email} if user.email else {})
+        return self.crate.add(Person(self.crate, _fragment("person", user.name), properties=properties))
+
+    def package(self, package: str, version: str, name: str | None = None) -> Entity:
+        """A package at a version, as released on PyPI: its release page is its @id and url."""
+        page = software.PYPI.format(package, version)
+        return self._context(
+            page, "SoftwareApplication", name=name or package, softwareVersion=version, url={"@id": page}
+        )
 
     def build(self) -> ROCrate:
         workflow = self.workflow()
@@ -129,7 +163,7 @@ class CrateBuilder:
         controls = [
             self.control(job, action, tools[job.stage.name][1]) for job, action in zip(self.jobs, actions, strict=True)
         ]
-        organizers = self.organizers(controls, run)
+        organizers = self.organizers(controls, run, workflow)
         self.root(workflow, [run, *actions, *controls, *organizers])
         return self.crate
 
@@ -140,21 +174,33 @@ class CrateBuilder:
             "The MNIST pipeline's last run in this workspace (download, preprocess, train,"
             " evaluate, profile, report, and sweep points), from its provenance records."
         )
-        root["license"] = "Apache-2.0"
-        root["datePublished"] = (
-            max((job.record.run.ended for job in self.jobs if job.record.run), default=None) or root["datePublished"]
-        )
+        terms = self.license()
+        if terms:
+            root["license"] = terms
+        if Path("README.md").is_file():
+            self.file("README.md", about=root)
+        root["datePublished"] = self.times(self.jobs).get("endTime") or root["datePublished"]
         profiles = [
             self._context(url, "CreativeWork", name=name, version=url.rsplit("/", 1)[-1])
             for url, name in PROFILES.items()
         ]
-        # with Workflow RO-Crate 1.0, which add_workflow(main=True) put there
+        # beside any that add_workflow(main=True) put there
         root["conformsTo"] = [*profiles, *(root.get("conformsTo") or [])]
         root["mentions"] = mentions
         root["mainEntity"] = workflow
 
+    def license(self) -> Entity | str | None:
+        """The project's license: one SPDX identifier as its spdx.org page, an expression of several as text."""
+        expression = software.license_expression()
+        if not expression or " " in expression:
+            return expression
+        return self._context(
+            f"https://spdx.org/licenses/{expression}", "CreativeWork", name=expression, identifier=expression
+        )
+
     def workflow(self) -> Entity:
         """The stage table, with Snakefile and dvc.yaml as the same workflow in each tool's language."""
+        version = software.version(self.jobs, software.PROJECT)
         workflow = self.crate.add_workflow(
             WORKFLOW.as_posix(),
             dest_path=self._id(WORKFLOW.as_posix()),
@@ -167,6 +213,8 @@ class CrateBuilder:
                 " (Snakemake's rules and dvc.yaml are made from it)",
                 "sha256": self.hashes.of(WORKFLOW),
                 "contentSize": str(WORKFLOW.stat().st_size),
+                "encodingFormat": _media_type(WORKFLOW.name),
+                **({"version": version} if version else {}),
             },
         )
         definitions = []
@@ -181,44 +229,32 @@ class CrateBuilder:
                     url={"@id": "https://dvc.org/doc/user-guide/project-structure/dvcyaml-files"},
                 )
             )
-            definitions.append(self.file(path.as_posix(), code=True, programmingLanguage=language, isBasedOn=workflow))
+            definitions.append(self.file(path.as_posix(), programmingLanguage=language, isBasedOn=workflow))
         workflow["subjectOf"] = definitions
         return workflow
 
     def tool(self, stage: stage_table.Stage, position: int) -> tuple[Entity, Entity]:
         """The stage's command (a SoftwareApplication) and its step of the workflow."""
-        command = commands.COMMANDS[stage.command]
+        jobs = [job for job in self.jobs if job.stage == stage]
+        version = software.version(jobs, software.PROJECT)
         tool = self._context(
-            _fragment("tool", stage.name), "SoftwareApplication", name=stage.cmd("<variant>"), description=command.help
+            _fragment("tool", stage.name),
+            "SoftwareApplication",
+            name=stage.cmd("<variant>"),
+            description=commands.COMMANDS[stage.command].help,
+            **({"softwareVersion": version} if version else {}),
         )
-        packages = sorted(
-            {
-                (name, version)
-                for job in self.jobs
-                if job.stage == stage
-                for name, version in job.record.versions.items()
-                if version != "not installed"
-            }
-        )
+        tool["hasPart"] = self.files({name: digest for job in jobs for name, digest in job.record.code.items()})
+        packages = software.requirements(jobs)
         if packages:
-            pypi = "https://pypi.org/project/{}/{}/"
-            tool["softwareRequirements"] = [
-                self._context(
-                    pypi.format(name, version),
-                    "SoftwareApplication",
-                    name=name,
-                    softwareVersion=version,
-                    url={"@id": pypi.format(name, version)},
-                )
-                for name, version in packages
-            ]
+            tool["softwareRequirements"] = [self.package(name, release) for name, release in packages]
         step = self._context(
             _fragment("step", stage.name), "HowToStep", name=stage.name, position=str(position), workExample=tool
         )
         return tool, step
 
     def action(self, job: RecordedJob, tool: Entity) -> Entity:
-        """The job's CreateAction: its command and code, its inputs and params, its outputs and record."""
+        """The job's CreateAction: its command, its inputs and params, its outputs and record, who ran it."""
         key = [*job.root.parts, job.record.stage]  # '#run/train@jit', '#run/sweeps/<sweep>/<point>/train@jit'
         params = [
             self._context(
@@ -233,14 +269,14 @@ class CrateBuilder:
         record = self.file(job.record_path.as_posix(), description=f"the provenance record of '{job.label}'")
         properties: dict[str, Any] = {
             "name": f"Run of {job.label}",
-            "actionStatus": {"@id": "http://schema.org/CompletedActionStatus"},
+            "actionStatus": COMPLETED,
             "description": f"{job.stage.cmd(job.variant or '')}"
             + (f" --root {job.root.as_posix()}" if job.root != Path(".") else ""),
+            **self.times([job]),
+            **({"agent": self.agent} if self.agent else {}),
         }
-        if job.record.run:
-            properties |= {"startTime": job.record.run.started, "endTime": job.record.run.ended}
         action = self.crate.add_action(
-            [tool, *self.files(job.record.code, code=True)],
+            tool,
             identifier=_fragment("run", *key),
             object=[*self.files(job.record.inputs), *params],
             result=[*self.files(job.record.outputs), record],
@@ -289,13 +325,12 @@ class CrateBuilder:
         """The whole run: from the first job's start to the last one's end; what no job made, what they made."""
         made = {name for job in self.jobs for name in job.record.outputs}
         read = {name: digest for job in self.jobs for name, digest in job.record.inputs.items() if name not in made}
-        runs = [job.record.run for job in self.jobs if job.record.run]
         properties: dict[str, Any] = {
             "name": RUN_NAME,
             "description": f"{len(actions)} jobs, from their provenance records",
+            **self.times(self.jobs),
+            **({"agent": self.agent} if self.agent else {}),
         }
-        if runs:
-            properties |= {"startTime": min(r.started for r in runs), "endTime": max(r.ended for r in runs)}
         outputs = sorted({name: d for job in self.jobs for name, d in job.record.outputs.items()}.items())
         return self.crate.add_action(
             workflow,
@@ -304,6 +339,14 @@ class CrateBuilder:
             result=[self.file(name, d) for name, d in outputs],
             properties=properties,
         )
+
+    @staticmethod
+    def times(jobs: list[RecordedJob]) -> dict[str, str]:
+        """startTime and endTime: from the first recorded start to the last recorded end; none without a record."""
+        runs = [job.record.run for job in jobs if job.record.run]
+        if not runs:
+            return {}
+        return {"startTime": _time(min(r.started for r in runs)), "endTime": _time(max(r.ended for r in runs))}
 
     def control(self, job: RecordedJob, action: Entity, step: Entity) -> Entity:
         return self.crate.add(
@@ -315,23 +358,22 @@ class CrateBuilder:
                     "name": f"Orchestrate {job.label}",
                     "instrument": step,
                     "object": action,
-                    "actionStatus": {"@id": "http://schema.org/CompletedActionStatus"},
+                    "actionStatus": COMPLETED,
                 },
             )
         )
 
-    def organizers(self, controls: Iterable[Entity], run: Entity) -> list[Entity]:
-        """One OrganizeAction per tool that ran jobs (a job recorded without its `run` is under none)."""
-        by_tool: dict[str, list[Entity]] = {}
+    def organizers(self, controls: Iterable[Entity], run: Entity, workflow: Entity) -> list[Entity]:
+        """One OrganizeAction per tool that ran jobs (a job recorded without its `run` is under none); the jobs run
+        by hand were organized by the person, following the stage table: that is their instrument."""
+        by_tool: dict[str, list[tuple[RecordedJob, Entity]]] = {}
         for job, control in zip(self.jobs, controls, strict=True):
             if job.record.run:
-                by_tool.setdefault(job.record.run.tool, []).append(control)
+                by_tool.setdefault(job.record.run.tool, []).append((job, control))
         found = []
-        for tool, members in sorted(by_tool.items()):
-            name, url = ENGINES.get(tool, (tool, None))
-            engine = self._context(
-                _fragment("engine", tool), "SoftwareApplication", name=name, **({"url": {"@id": url}} if url else {})
-            )
+        for tool, ran in sorted(by_tool.items()):
+            engine = workflow if tool == software.BY_HAND else self.engine(tool, [job for job, _ in ran])
+            members = [control for _, control in ran]
             found.append(
                 self.crate.add(
                     ContextEntity(
@@ -339,19 +381,29 @@ class CrateBuilder:
                         _fragment("organize", tool),
                         properties={
                             "@type": "OrganizeAction",
-                            "name": f"Jobs run by {name}",
+                            "name": "Jobs run by hand" if tool == software.BY_HAND else f"Jobs run by {engine['name']}",
                             "instrument": engine,
                             "object": members,
                             "result": run,
+                            **({"agent": self.agent} if self.agent else {}),
                         },
                     )
                 )
             )
         return found
 
+    def engine(self, tool: str, jobs: list[RecordedJob]) -> Entity:
+        """The tool that ran the jobs: the Snakemake or DVC release they recorded."""
+        name = software.ENGINES.get(tool, tool)
+        version = software.version(jobs, tool)
+        if version:
+            return self.package(tool, version, name)
+        return self._context(_fragment("engine", tool), "SoftwareApplication", name=name)
 
-def build(jobs: list[RecordedJob], out: Path, hashes: Hashes) -> dict[str, Any]:
-    """The crate's metadata (ro-crate-metadata.json's content) for the jobs, rooted at `out`."""
-    crate = CrateBuilder(jobs, out, hashes).build()
-    metadata: dict[str, Any] = crate.metadata.generate()
-    return metadata
+
+def build(jobs: list[RecordedJob], out: Path, hashes: Hashes, user: GitUser | None) -> dict[str, Any]:
+    """The crate's metadata (ro-crate-metadata.json's content) for the jobs, rooted at `out`; `user` is the agent."""
+    crate = CrateBuilder(jobs, out, hashes, user).build()
+    generated: dict[str, Any] = crate.metadata.generate()
+    _compact(generated["@graph"])
+    return generated

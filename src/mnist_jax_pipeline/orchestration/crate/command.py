@@ -11,7 +11,7 @@ from typing import Any
 from ...artefacts import atomic
 from ...artefacts.provenance import Hashes
 from ...foundation.errors import PipelineError
-from . import build, records
+from . import agent, build, records
 
 METADATA = "ro-crate-metadata.json"
 
@@ -25,7 +25,7 @@ def main(args: argparse.Namespace) -> None:
     jobs, warnings = records.recorded_jobs(hashes)
     for line in warnings:
         print(f"warning: {line}", file=sys.stderr)
-    metadata = build.build(jobs, out, hashes)
+    metadata = build.build(jobs, out, hashes, agent.git_user())
     path = out / METADATA
     if args.validate:
         check(metadata, out, path)
@@ -34,17 +34,14 @@ def main(args: argparse.Namespace) -> None:
 
 
 def check(metadata: dict[str, Any], out: Path, path: Path) -> None:
-    """Validate offline; one line per REQUIRED issue, the count of RECOMMENDED ones; on a REQUIRED one, fail
-    (the crate is not written)."""
+    """Validate offline: one line per REQUIRED issue, then one line of the counts (RECOMMENDED findings by kind);
+    on a REQUIRED issue, fail (the crate is not written)."""
     from .validate import PROFILE, validate  # roc-validator is slow to import: only when asked
 
     outcome = validate(metadata, out)
     for line in outcome.required:
         print(f"REQUIRED: {line}")
-    print(
-        f"{PROFILE}: {len(outcome.required)} REQUIRED issues, {outcome.recommended} RECOMMENDED findings,"
-        f" {outcome.optional} OPTIONAL"
-    )
+    print(outcome.summary())
     if outcome.required:
         raise PipelineError(
             f"{path}: not written, it would not conform to {PROFILE} ({len(outcome.required)} REQUIRED"

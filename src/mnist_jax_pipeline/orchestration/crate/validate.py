@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,11 +59,24 @@ class LocalOnly(BaseAdapter):
         pass
 
 
+DOCS = "docs/provenance.md"  # names each kind of RECOMMENDED finding a crate is left with, and why
+
+
 @dataclass(frozen=True)
 class Outcome:
     required: list[str]  # one line per REQUIRED-level issue
-    recommended: int  # RECOMMENDED-level findings
+    recommended: dict[str, int]  # RECOMMENDED-level findings: how many of each kind (the check's name)
     optional: int  # OPTIONAL-level findings
+
+    def summary(self) -> str:
+        """One line: the count at each level, the RECOMMENDED findings by kind, most first."""
+        ranked = sorted(self.recommended.items(), key=lambda item: (-item[1], item[0]))
+        kinds = ", ".join(f"{count} x {kind}" for kind, count in ranked)
+        return (
+            f"crate {'not valid' if self.required else 'valid'} against {PROFILE}: {len(self.required)} REQUIRED,"
+            f" {sum(self.recommended.values())} RECOMMENDED{f' ({kinds})' if kinds else ''},"
+            f" {self.optional} OPTIONAL; see {DOCS}"
+        )
 
 
 def _line(issue: Any) -> str:
@@ -105,6 +119,6 @@ def validate(metadata: dict[str, Any], crate_root: Path) -> Outcome:
     issues = result.get_issues(Severity.OPTIONAL)
     return Outcome(
         required=sorted({_line(i) for i in issues if i.severity == Severity.REQUIRED}),
-        recommended=sum(i.severity == Severity.RECOMMENDED for i in issues),
+        recommended=dict(Counter(i.check.name for i in issues if i.severity == Severity.RECOMMENDED)),
         optional=sum(i.severity == Severity.OPTIONAL for i in issues),
     )

@@ -19,7 +19,7 @@ import pytest
 
 from conftest import ROOT, write_raw
 from mnist_jax_pipeline.foundation import paths
-from mnist_jax_pipeline.orchestration import generate, stage_table
+from mnist_jax_pipeline.orchestration import stage_table
 from workspace import WOULD_RUN, copy_workspace, dvc_ran, dvc_stale, make_workspace, set_params, sh
 
 pytestmark = pytest.mark.slow

@@ -96,10 +96,10 @@ def test_a_backend_plugin_that_cannot_start_is_one_warning_line():
     import io
     import logging
 
-    from mnist_jax_pipeline.foundation.console import quiet_backend_fallback
+    from mnist_jax_pipeline.foundation.console import configure
 
-    quiet_backend_fallback()
-    quiet_backend_fallback()  # once is enough, twice changes nothing
+    configure("train@jit")
+    configure("train@jit")  # once is enough, twice changes nothing
     logger = logging.getLogger("jax._src.xla_bridge")
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)

@@ -245,8 +245,8 @@ def test_a_lock_file_that_cannot_be_opened_is_one_line(project):
         timeout=300,
     )
     line = one_line(done)
-    assert line.startswith("error: /proc/no.lock: cannot open the lock file of 'train@jit' (")
-    assert line.endswith("make the folder writable or set MNIST_PIPELINE_LOCK to a writable file")
+    assert line.startswith("error: /proc/no.lock: cannot open the timing lock of 'train@jit' (")
+    assert line.endswith("set MNIST_PIPELINE_LOCK to a writable file")
 
 
 @pytest.mark.parametrize(

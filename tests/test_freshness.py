@@ -13,7 +13,8 @@ from conftest import run_stages, tiny_params_dict, write_params, write_raw
 from mnist_jax_pipeline.artefacts.provenance import files_under
 from mnist_jax_pipeline.cli import main
 from mnist_jax_pipeline.config.params import load
-from mnist_jax_pipeline.orchestration import freshness, run, stage_table
+from mnist_jax_pipeline.orchestration import freshness, stage_table
+from mnist_jax_pipeline.orchestration import run as stage_run
 
 
 @pytest.fixture
@@ -94,9 +95,9 @@ def test_the_record_says_which_tool_ran_the_stage_when_and_what_its_checks_cost(
     assert run["started"] <= run["ended"] and run["started"].endswith("Z")
     assert 0 <= run["checks_s"] < 5
     monkeypatch.setenv("DVC_STAGE", "preprocess")
-    assert run.running_tool() == "dvc"
+    assert stage_run.running_tool() == "dvc"
     monkeypatch.setenv("MNIST_PIPELINE_LOG", "logs/preprocess.log")  # what the Snakemake rules set
-    assert run.running_tool() == "snakemake"
+    assert stage_run.running_tool() == "snakemake"
 
 
 def test_a_prefetched_digest_is_the_files_digest_and_an_in_place_rewrite_is_seen(tmp_path):

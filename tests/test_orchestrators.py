@@ -13,8 +13,7 @@ from mnist_jax_pipeline.orchestration import freshness
 from mnist_jax_pipeline.orchestration.stage_table import STAGES, get
 from workspace import planned_rules
 
-LOG_PREFIX = "MNIST_PIPELINE_TOOL=snakemake MNIST_PIPELINE_LOG={log:q} "  # the record names the tool; the log
-LOG_SUFFIX = " 2>&1 | (trap '' INT TERM HUP; exec tee -a {log:q})"
+LOG_PREFIX = "MNIST_PIPELINE_LOG={log:q} "  # the job's log, where the stage writes its lines
 
 
 def is_provenance(path: str) -> bool:
@@ -31,15 +30,14 @@ def snakemake_stages() -> dict[str, dict]:
         workflow = api.workflow(
             resource_settings=ResourceSettings(cores=1), snakefile=ROOT / "Snakefile", workdir=ROOT
         )._workflow
-        variants = list(workflow.config["variants"])
         params = load(ROOT / "params.yaml")
+        variants = list(params.variants)
+        checker = freshness.Checker(params)
         dvc_stages = {stage.name for stage in STAGES}
         for rule in workflow.rules:
             if rule.name not in dvc_stages:  # `all`, and the sweep rules (DVC queues sweeps as experiments)
                 continue
-            assert rule.shellcmd.startswith(LOG_PREFIX) and rule.shellcmd.endswith(LOG_SUFFIX), (
-                f"rule {rule.name} does not keep a log"
-            )
+            assert rule.shellcmd.startswith(LOG_PREFIX), f"rule {rule.name} does not keep a log"
             assert rule.log, f"rule {rule.name} has no log:"
             wildcard = "{variant" in str(list(rule.output))
             for variant in variants if wildcard else [None]:
@@ -51,11 +49,11 @@ def snakemake_stages() -> dict[str, dict]:
                 name = f"{rule.name}@{variant}" if wildcard else rule.name
                 job = freshness.Job(get(rule.name), variant)
                 stages[name] = {
-                    "cmd": fill(rule.shellcmd[len(LOG_PREFIX) : -len(LOG_SUFFIX)]).strip(),
+                    "cmd": fill(rule.shellcmd[len(LOG_PREFIX) :]).strip(),
                     # the job's marker and the records of the jobs it reads are Snakemake's means of
-                    # re-running by content (freshness.py), not inputs DVC needs; the code files are a
-                    # parameter (with their digests, the between-workflow cache's key), not inputs
-                    "deps": {fill(p) for p in rule.input if not is_provenance(fill(p))} | set(rule.params.code),
+                    # re-running by content (freshness.py), not inputs DVC needs; the code is compared by
+                    # the records too, so it is no Snakemake input: the stage table declares it for both
+                    "deps": {fill(p) for p in rule.input if not is_provenance(fill(p))} | set(checker.code(job.stage)),
                     "outs": {fill(p) for p in rule.output},
                     # what decides a re-run: the sections a job's provenance record holds
                     "params": set(freshness.Checker(params).made_from(job)),

@@ -105,9 +105,16 @@ def test_compare_and_crate_rewrite_their_own_output(project: Path, tmp_path: Pat
 
 def test_a_refusal_names_why(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     theirs = stranger(project)
+    (project / "docs").mkdir(exist_ok=True)
+    tracked = project / "docs" / "page.html"  # a tracked file that quotes the command's signature
+    tracked.write_text(f"<p>{compare.MARKER}</p>")
+    subprocess.run(["git", "add", str(tracked)], cwd=project, check=True, capture_output=True)
     expected = {
         ".git/config": "inside .git/, git's own files",
+        ".dvc/config.local": "inside .dvc/, DVC's own files",
+        "provenance/report.json": "inside provenance/, the provenance records",
         "README.md": "tracked by git",
+        "docs/page.html": "tracked by git",
         str(theirs / "page.html"): "a file `mnist-pipeline compare` did not make",
     }
     for target, reason in expected.items():

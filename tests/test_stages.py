@@ -193,10 +193,13 @@ def _imports(module: str) -> set[str]:
         elif isinstance(node, ast.ImportFrom | ast.Import):
             names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
             found |= {name for name in names if name.split(".")[0] == PACKAGE}
-    exists = lambda m: (ROOT / "src" / Path(*m.split("."))).with_suffix(".py").is_file() or (  # noqa: E731
-        ROOT / "src" / Path(*m.split(".")) / "__init__.py"
-    ).is_file()
-    return {m for m in found if exists(m)}
+    src = ROOT / "src"
+    return {
+        m
+        for m in found
+        if (src / Path(*m.split("."))).with_suffix(".py").is_file()
+        or (src / Path(*m.split(".")) / "__init__.py").is_file()
+    }
 
 
 def _closure(module: str) -> set[str]:
@@ -218,7 +221,7 @@ def test_a_stages_declared_code_is_exactly_what_its_command_can_import(stage):
     wanted = set()
     for name in modules:
         path = Path("src", *name.split("."))
-        wanted.add((path.with_suffix(".py") if (ROOT / path.with_suffix(".py")).is_file() else path / "__init__.py"))
+        wanted.add(path.with_suffix(".py") if (ROOT / path.with_suffix(".py")).is_file() else path / "__init__.py")
     root = ROOT / "src" / PACKAGE
     declared = {f.relative_to(ROOT) for f in freshness.code_files(stage_table.get(stage), root)}
     assert {f for f in declared if f.suffix == ".py"} == wanted, stage

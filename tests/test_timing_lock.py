@@ -33,7 +33,12 @@ print(json.dumps(conditions.fields()))
 
 
 def wait(lock: Path | str, timeout: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), runtime.LOCK_ENV: str(lock), runtime.LOCK_TIMEOUT_ENV: timeout}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT / "src"),
+        runtime.LOCK_ENV: str(lock),
+        runtime.LOCK_TIMEOUT_ENV: timeout,
+    }
     return subprocess.run([sys.executable, "-c", WAITER], env=env, capture_output=True, text=True, timeout=120)
 
 
@@ -71,7 +76,9 @@ def test_off_shares_the_machine_on_purpose(tmp_path):
 
 def test_another_process_using_the_cpu_makes_a_timing_busy(tmp_path, monkeypatch):
     monkeypatch.setenv(runtime.LOCK_ENV, str(tmp_path / "timing.lock"))
-    burner = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 3\nwhile time.time() < end: pass"])
+    burner = subprocess.Popen(
+        [sys.executable, "-c", "import time\nend = time.time() + 3\nwhile time.time() < end: pass"]
+    )
     try:
         with runtime.timing_lock("train@jit") as conditions:
             time.sleep(2)

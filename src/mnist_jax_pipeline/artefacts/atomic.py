@@ -21,7 +21,12 @@ from ..foundation import paths
 from ..foundation.errors import PipelineError
 
 TMP_PREFIX = ".tmp-"
-NEVER_WRITTEN = (".git", ".dvc", ".snakemake", paths.PROVENANCE)  # git's, DVC's, Snakemake's and the records
+NEVER_WRITTEN = {  # folders no command writes into on a path given on its command line
+    ".git": "git's own files",
+    ".dvc": "DVC's own files",
+    ".snakemake": "Snakemake's own files",
+    paths.PROVENANCE: "the provenance records",
+}
 SIGNATURE_BYTES = 1 << 24  # how much of a file is searched for the signature of the command that made it
 _OPEN: set[Path] = set()  # this process's temporary outputs not yet in place
 _PENDING: list[tuple[Path, Path, bool]] | None = None  # inside together(): (tmp, path, folder)
@@ -77,8 +82,9 @@ def _not_ours(target: Path, command: str, signature: str, inside: str | None) ->
     """Why `mnist-pipeline COMMAND` may not write the path named on its command line, or None."""
     resolved, here = target.resolve(), Path.cwd().resolve()
     inner = resolved.relative_to(here).parts if resolved.is_relative_to(here) else ()
-    if ".git" in resolved.parts or any(part in NEVER_WRITTEN for part in inner):
-        return "inside git's, DVC's or Snakemake's own files, or the provenance records"
+    folder = next((part for part in inner if part in NEVER_WRITTEN), ".git" if ".git" in resolved.parts else None)
+    if folder:
+        return f"inside {folder}/, {NEVER_WRITTEN[folder]}"
     if target.exists() and _tracked(target):
         return "tracked by git"
     if resolved.name == paths.POINT_PARAMS:

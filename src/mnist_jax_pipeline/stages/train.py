@@ -11,13 +11,11 @@ from __future__ import annotations
 import argparse
 import logging
 import math
-import os
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import jax
 import numpy as np

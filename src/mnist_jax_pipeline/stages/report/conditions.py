@@ -3,9 +3,9 @@ machine was while each variant trained (metrics/train/<variant>.run.json), in wo
 
 from __future__ import annotations
 
-from ...artefacts.training import BUSY_CPU_SHARE, RunInfo
+from ...artefacts.training import RunInfo
 from ...config.params import Params
-from ...foundation.runtime import LOCK_ENV
+from ...foundation.runtime import BUSY_SHARE, LOCK_ENV
 from .formatting import percent, plain, seconds
 
 
@@ -49,7 +49,7 @@ def _without_lock(run: RunInfo) -> tuple[str, str | None] | None:
 
 def _others_cpu(run: RunInfo) -> str | None:
     share = run.other_cpu_share
-    if share is None or share <= BUSY_CPU_SHARE:
+    if share is None or share <= BUSY_SHARE:
         return None
     return f"other processes used {percent(share, 0)} of the CPU"
 
@@ -103,6 +103,6 @@ def short_causes(run: RunInfo) -> str | None:
     causes = []
     if run.timing_lock != "held":
         causes.append("no timing lock")
-    if run.other_cpu_share is not None and run.other_cpu_share > BUSY_CPU_SHARE:
+    if run.other_cpu_share is not None and run.other_cpu_share > BUSY_SHARE:
         causes.append(f"others {percent(run.other_cpu_share, 0)} CPU")
     return ", ".join(causes) or "busy"

@@ -21,10 +21,11 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from ...artefacts import atomic, storage
 from ...artefacts.dataset import Stats
 from ...artefacts.dropped import PARKED, park
-from ...artefacts.training import BUSY_CPU_SHARE, VariantEpoch
+from ...artefacts.training import VariantEpoch
 from ...config.params import Params, load
 from ...foundation import paths, variants
 from ...foundation.dataset_facts import NUM_CLASSES
+from ...foundation.runtime import BUSY_SHARE
 from .committed import against_committed
 from .conditions import busy_flag, calm_line, parameter_values, short_causes
 from .figures import SAMPLE_DIGITS, draw_all, draw_icicles, ordered_splits
@@ -148,7 +149,7 @@ def context(
         "validation_fraction": params.preprocess.validation_fraction,
         "busy_flag": busy_flag(runs),  # one sentence when any variant trained on a busy machine, else None
         "calm": calm_line(runs),
-        "busy_cpu_share": BUSY_CPU_SHARE,
+        "busy_cpu_share": BUSY_SHARE,
         "committed": against_committed(art.variants),
         "experiments_href": href(paths.EXPERIMENTS_HTML, paths.REPORT_HTML.path) if experiments.is_file() else None,
     }

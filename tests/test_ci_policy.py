@@ -105,10 +105,12 @@ def test_the_readme_gives_two_commands_and_ci_runs_the_second():
     assert not [line for line in lines if re.match(r"^(python3? -m )?pytest\b", line)]
 
 
-def test_the_environment_holds_compiled_byte_code():
-    """uv compiles at install (pyproject.toml's [tool.uv] compile-bytecode): with PYTHONDONTWRITEBYTECODE set,
-    as on these machines, a process would otherwise compile everything it imports at every start."""
+def test_uv_run_installs_the_runtime_alone_and_compiles_nothing():
+    """`uv run` syncs the runtime without the test tools and compiles no byte code (which it would redo at
+    every call); the install that wants byte code compiles it once (.ci/run: uv sync --compile-bytecode)."""
     tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["uv"]
-    assert tool["compile-bytecode"] is True
-    source = importlib.util.find_spec("snakemake.dag").origin
-    assert os.path.exists(importlib.util.cache_from_source(source)), f"no byte code beside {source}"
+    assert tool["default-groups"] == [] and "compile-bytecode" not in tool
+    assert "uv sync --locked --quiet --group dev --compile-bytecode" in (ROOT / ".ci" / "run").read_text()
+    if os.environ.get("CI") == "true":  # the environment .ci/run made holds byte code beside the sources
+        source = importlib.util.find_spec("snakemake.dag").origin
+        assert os.path.exists(importlib.util.cache_from_source(source)), f"no byte code beside {source}"

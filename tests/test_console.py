@@ -73,8 +73,10 @@ def test_stage_lines_name_the_job_and_details_go_to_the_jobs_log(tmp_path, monke
 
 
 def test_a_library_print_goes_to_the_details(capsys):
+    from mnist_jax_pipeline.stages.download.stage import prints_to_details
+
     console.configure("download")
-    with console.prints_to_details():
+    with prints_to_details():
         print("Downloading and preparing dataset Unknown size")
     shown = capsys.readouterr()
     assert shown.out == "" and shown.err.endswith(" INFO download Downloading and preparing dataset Unknown size\n")

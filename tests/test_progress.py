@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from mnist_jax_pipeline.foundation import console
+from mnist_jax_pipeline.foundation import terminal
 from mnist_jax_pipeline.foundation.errors import PipelineError
 from mnist_jax_pipeline.mlp import progress
 from mnist_jax_pipeline.mlp.progress import EpochProgress
@@ -81,14 +81,14 @@ def test_the_bar_follows_the_loops_counter_once_per_refresh():
     ("setting", "expected"), [("1", True), ("on", True), ("0", False), ("off", False), ("", False), ("auto", False)]
 )
 def test_the_setting_forces_or_refuses_the_bar(monkeypatch, setting, expected):
-    monkeypatch.setenv(console.PROGRESS_ENV, setting)
-    assert console.progress_wanted(io.StringIO()) is expected
+    monkeypatch.setenv(terminal.PROGRESS_ENV, setting)
+    assert terminal.progress_wanted(io.StringIO()) is expected
 
 
 def test_an_unknown_setting_is_one_line(monkeypatch):
-    monkeypatch.setenv(console.PROGRESS_ENV, "yes")
+    monkeypatch.setenv(terminal.PROGRESS_ENV, "yes")
     with pytest.raises(PipelineError, match="MNIST_PIPELINE_PROGRESS=yes: not a setting; use 0"):
-        console.progress_wanted(io.StringIO())
+        terminal.progress_wanted(io.StringIO())
 
 
 def test_a_terminal_without_a_size_gets_plain_lines(monkeypatch):
@@ -97,10 +97,10 @@ def test_a_terminal_without_a_size_gets_plain_lines(monkeypatch):
     import struct
     import termios
 
-    monkeypatch.delenv(console.PROGRESS_ENV, raising=False)
+    monkeypatch.delenv(terminal.PROGRESS_ENV, raising=False)
     parent, child = pty.openpty()
-    with os.fdopen(parent, "rb", buffering=0), os.fdopen(child, "w") as terminal:
+    with os.fdopen(parent, "rb", buffering=0), os.fdopen(child, "w") as screen:
         fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 0, 0, 0, 0))
-        assert not console.progress_wanted(terminal)  # a bar of width 0 would draw nothing at all
+        assert not terminal.progress_wanted(screen)  # a bar of width 0 would draw nothing at all
         fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
-        assert console.progress_wanted(terminal)
+        assert terminal.progress_wanted(screen)

@@ -138,7 +138,7 @@ def test_ctrl_c_during_train_shows_the_stages_own_line_and_no_traceback(ran, tmp
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode != 0
     assert "Traceback" not in output and "event loop" not in output, output[-3000:]
-    own = "error: train@jit stopped by SIGINT; its temporary files were removed, nothing is half-written"
+    own = "error: train@jit stopped by SIGINT; its temporary files were removed, nothing half-written"
     assert own in output.splitlines() and own in (ws / "logs/train_jit.log").read_text()
     assert re.search(r"^\d\d:\d\d:\d\d stopped train@jit by SIGINT; its log: logs/train_jit\.log$", output, re.M)
     assert output.splitlines()[-1].startswith("stopped after ")

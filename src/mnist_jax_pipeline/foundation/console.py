@@ -1,26 +1,20 @@
 """What a stage says, and under which name: `HH:MM:SS LEVEL train@jit message` on stderr.
 
 Under Snakemake, whose rules name the job's log file in MNIST_PIPELINE_LOG, every line goes to that
-file too, and the details (the profile's op table, say) go there only. Whether progress bars are drawn
-(MNIST_PIPELINE_PROGRESS, a terminal) is decided here too. This module imports nothing heavy.
+file too, and the details (the profile's op table, say) go there only.
 """
 
 from __future__ import annotations
 
 import contextlib
-import io
 import logging
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
 
 from .errors import PipelineError
 
 LOG_ENV = "MNIST_PIPELINE_LOG"  # the job's log file, set by the Snakemake rules
-PROGRESS_ENV = "MNIST_PIPELINE_PROGRESS"  # 0/off: never a bar, 1/on: always, unset/auto: on a terminal only
-PROGRESS_SETTINGS = {"0": False, "off": False, "1": True, "on": True, "": None, "auto": None}
 SWEEPS = Path("sweeps")  # sweep points live in sweeps/<sweep>/<point>/
 HANDLER = "mnist-pipeline"  # the name of the handlers configure() installs, so a second call replaces them
 NOISY = ("absl", "jax._src", "matplotlib", "PIL", "tensorflow")  # heard from at WARNING and above
@@ -99,35 +93,3 @@ def say(line: str) -> None:
         if path:
             with path.open("a", encoding="utf-8") as log:
                 log.write(line + "\n")
-
-
-@contextlib.contextmanager
-def prints_to_details() -> Iterator[None]:
-    """What a library prints on stdout meanwhile (TFDS's notes) goes to the details, line by line."""
-    printed = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(printed):
-            yield
-    finally:
-        for line in printed.getvalue().splitlines():
-            if line.strip():
-                details.info("%s", line)
-
-
-def terminal_columns(stream: IO[str]) -> int:
-    """The terminal's width, 0 where it is not a terminal or reports no size."""
-    try:
-        return os.get_terminal_size(stream.fileno()).columns if os.isatty(stream.fileno()) else 0
-    except (AttributeError, OSError, ValueError):
-        return 0
-
-
-def progress_wanted(stream: IO[str] = sys.stderr) -> bool:
-    """Progress bars on a terminal that has a width, unless MNIST_PIPELINE_PROGRESS says otherwise."""
-    setting = os.environ.get(PROGRESS_ENV, "").strip().lower()
-    if setting not in PROGRESS_SETTINGS:
-        raise PipelineError(
-            f"{PROGRESS_ENV}={os.environ[PROGRESS_ENV]}: not a setting; use 0 (or off), 1 (or on) or auto"
-        )
-    forced = PROGRESS_SETTINGS[setting]
-    return forced if forced is not None else terminal_columns(stream) > 0

@@ -1,8 +1,7 @@
-"""Where every artefact lives, which stage writes it, and how DVC shows it: one declaration each.
+"""Where every artefact lives and which stage writes it, declared once.
 
-The stage table (stages.py) takes each stage's outputs from here, the CLI its default paths,
-and the readers the stage to name when a file is missing or damaged. A `{variant}` in a path
-makes one artefact per training variant, written by the stage `<made_by>@<variant>`.
+A `{variant}` in a path makes one artefact per training variant, written by `<made_by>@<variant>`.
+A folder artefact names the files inside it that Snakemake declares (DVC tracks the folder whole).
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from typing import Literal
 
 @dataclass(frozen=True)
 class Plot:
-    """A DVC plot of a CSV artefact: columns and title (`{variant}` filled in)."""
+    """A DVC plot of a CSV artefact: its columns, title (`{variant}` filled in) and template."""
 
     x: str
     y: str
@@ -26,16 +25,14 @@ class Plot:
 
 @dataclass(frozen=True)
 class Artefact:
-    """A file, or a folder DVC tracks whole while Snakemake compares the files named inside."""
-
     path: str
     made_by: str
-    files: tuple[str, ...] = ()  # inside a folder: the files Snakemake declares ({variant}: a per-variant folder's)
-    variant_files: tuple[str, ...] = ()  # inside a folder: one file per variant ('{variant}' in the name)
-    folders: tuple[str, ...] = ()  # inside a folder: sub-folders Snakemake declares as directory()
+    files: tuple[str, ...] = ()  # a folder's files ('{variant}' inside: a per-variant folder's)
+    variant_files: tuple[str, ...] = ()  # a folder's files, one per variant ('{variant}' in the name)
+    folders: tuple[str, ...] = ()  # a folder's sub-folders, declared whole
     role: Literal["out", "metrics", "plots"] = "out"
     plot: Plot | None = None
-    in_git: bool = False  # committed, not cached by DVC: the baseline `dvc metrics/plots diff` compares with
+    in_git: bool = False  # committed, not cached by DVC: the baseline `dvc metrics diff` compares with
 
     @property
     def per_variant(self) -> bool:
@@ -46,15 +43,14 @@ class Artefact:
         return Path(root) / (self.path.format(variant=variant) if self.per_variant else self.path)
 
     def stage(self, variant: str | None = None) -> str:
-        """The DVC stage name that writes it: 'preprocess', or 'train@jit' for a per-variant artefact."""
+        """The job that writes it: 'preprocess', or 'train@jit'."""
         return f"{self.made_by}@{variant}" if self.per_variant else self.made_by
 
     def inside(self, *names: str) -> list[str]:
-        """Paths of files inside this folder."""
         return [f"{self.path}/{name}" for name in names]
 
     def files_at(self, variant: str, root: str | Path = ".") -> list[Path]:
-        """The declared files of one variant's folder (a per-variant folder artefact)."""
+        """The files of one variant's folder."""
         return [self.at(variant, root) / name.format(variant=variant) for name in self.files]
 
     def file_names(self, variants: tuple[str, ...]) -> list[str]:
@@ -67,12 +63,15 @@ PROCESSED_FILES = tuple(f"{split}_{kind}.npy" for split in SPLITS for kind in ("
 SNAPSHOTS = ("init", "train_step", "evaluate")  # the profile stage's device-memory snapshots, in order
 FIGURES = ("dataset_samples", "class_balance", "training_curves", "epoch_times", "per_class_recall", "step_timeline")
 VARIANT_FIGURES = ("confusion", "misclassified")  # one of each per variant: confusion_<variant>.png
+# jax.profiler's layout with fixed names: XProf and TensorBoard open `--logdir <profile folder>/trace`
+TRACE_LOGDIR = "trace"
+TRACE_SESSION = f"{TRACE_LOGDIR}/plugins/profile/{{variant}}"
+TRACE_FILES = {"perfetto": "perfetto_trace.json.gz", "chrome": "host.trace.json.gz", "xplane": "host.xplane.pb"}
 
 RAW = Artefact("data/raw", "download", files=("manifest.json",), folders=("arrays", "idx"))
 PROCESSED = Artefact("data/processed", "preprocess", files=PROCESSED_FILES)
 MODEL = Artefact("models/{variant}.safetensors", "train")
-# DVC lists the headline files as metrics (a few figures each, so its tables fit a terminal); the
-# full records beside them hold every figure the report and the comparison pages read.
+# DVC's metrics are the headline files (a few figures, so its tables fit a terminal); .full.json has them all
 TRAIN_HEADLINE = Artefact("metrics/train/{variant}.json", "train", role="metrics", in_git=True)
 TRAIN_METRICS = Artefact("metrics/train/{variant}.full.json", "train", in_git=True)
 TRAIN_RUN = Artefact("metrics/train/{variant}.run.json", "train", in_git=True)
@@ -93,19 +92,13 @@ CONFUSION = Artefact(
     in_git=True,
     plot=Plot("predicted", "actual", "Confusion matrix ({variant})", template="confusion_log"),
 )
-# The execution trace, laid out as jax.profiler writes it, with fixed names in place of its timestamped
-# session folder and host name (XProf and TensorBoard open `--logdir <profile folder>/trace`).
-TRACE_LOGDIR = "trace"
-TRACE_SESSION = f"{TRACE_LOGDIR}/plugins/profile/{{variant}}"
-TRACE_FILES = {"perfetto": "perfetto_trace.json.gz", "chrome": "host.trace.json.gz", "xplane": "host.xplane.pb"}
 PROFILE = Artefact(
     "reports/profile/{variant}",
     "profile",
-    files=tuple(f"{point}.prof" for point in SNAPSHOTS)
-    + ("summary.json",)
+    files=(*(f"{point}.prof" for point in SNAPSHOTS), "summary.json")
     + tuple(f"{TRACE_SESSION}/{name}" for name in TRACE_FILES.values()),
 )
-VARIANTS_HISTORY = Artefact("plots/variants.csv", "report", in_git=True)  # every variant's epochs, for DVC's overlays
+VARIANTS_HISTORY = Artefact("plots/variants.csv", "report", in_git=True)  # every variant's epochs, for DVC's plots
 REPORT_HTML = Artefact("reports/report.html", "report")
 REPORT_MD = Artefact("reports/summary.md", "report")
 REPORT_FIGURES = Artefact(
@@ -114,28 +107,10 @@ REPORT_FIGURES = Artefact(
     files=tuple(f"{name}.png" for name in FIGURES),
     variant_files=tuple(f"{kind}_{{variant}}.png" for kind in VARIANT_FIGURES),
 )
+ARTEFACTS = (RAW, PROCESSED, MODEL, TRAIN_HEADLINE, TRAIN_METRICS, TRAIN_RUN, TRAIN_HISTORY, EVAL_HEADLINE)
+ARTEFACTS += (EVAL_METRICS, EVAL_DETAILS, CONFUSION, PROFILE, VARIANTS_HISTORY, REPORT_HTML, REPORT_MD, REPORT_FIGURES)
 
-ARTEFACTS = (
-    RAW,
-    PROCESSED,
-    MODEL,
-    TRAIN_HEADLINE,
-    TRAIN_METRICS,
-    TRAIN_RUN,
-    TRAIN_HISTORY,
-    EVAL_HEADLINE,
-    EVAL_METRICS,
-    EVAL_DETAILS,
-    CONFUSION,
-    PROFILE,
-    VARIANTS_HISTORY,
-    REPORT_HTML,
-    REPORT_MD,
-    REPORT_FIGURES,
-)
-
-# Each stage's provenance record (artefacts/provenance.py), beside its outputs under the same root.
-PROVENANCE = "provenance"
+PROVENANCE = "provenance"  # each job's provenance record, beside its outputs under the same root
 
 
 def stamp(stage: str, per_variant: bool) -> Artefact:
@@ -143,39 +118,25 @@ def stamp(stage: str, per_variant: bool) -> Artefact:
     return Artefact(f"{PROVENANCE}/{stage}{'_{variant}' if per_variant else ''}.json", stage)
 
 
-POINT_PARAMS = "params.yaml"  # a sweep point's parameters, in its folder (sweeps.py)
+POINT_PARAMS = "params.yaml"  # a sweep point's parameters, in its folder
 COMPARE_HTML = "compare.html"  # a sweep's comparison page and table, in its folder
 COMPARE_CSV = "results.csv"
 EXPERIMENTS_HTML = "reports/experiments.html"  # the comparison page of DVC's experiments
-
-# Tracked files that a run itself rewrites (dvc.lock, the committed baseline's metrics and plots):
-# the report's provenance does not count them as changes. Patterns, `*` for a variant.
-# dvc.lock, the artefacts kept in git, and the .gitignore files DVC writes beside its outputs
+# tracked files a run itself rewrites: dvc.lock, the committed baseline, the .gitignore files DVC writes
 PIPELINE_WRITES = (
     "dvc.lock",
     *(a.path.replace("{variant}", "*") for a in ARTEFACTS if a.in_git),
     *sorted({f"{Path(a.path).parent.as_posix()}/.gitignore" for a in ARTEFACTS} | {f"{PROVENANCE}/.gitignore"}),
 )
 
-# Columns of VARIANTS_HISTORY that dvc.yaml's top-level plots draw, one line per variant, as {column:
-# (title, template)}: .dvc/plots/variants.json colours by variant, shapes and dashes by revision;
-# variants_log.json does the same on a log scale (nojit's and jit's seconds differ about 100x).
-HISTORY_PLOTS = {
-    "train_loss": ("Training loss per epoch", "variants"),
-    "test_accuracy": ("Test accuracy per epoch", "variants"),
-    "epoch_seconds": ("Seconds per epoch", "variants_log"),
-}
-
 
 def owner(path: str | Path) -> str | None:
-    """The stage whose output `path` is, or lies inside (any variant), under the project root; else None.
-    A command's --out or --root must not name one: it would write over what the stage owns."""
+    """The stage whose output `path` is, or lies inside (any variant), under the project root; else None."""
     relative = Path(os.path.relpath(Path(path).resolve(), Path.cwd().resolve()))
     if relative.parts[:1] == ("..",):
         return None
-    candidates = [relative, *relative.parents]
+    candidates = [p.as_posix() for p in [relative, *relative.parents] if p != Path(".")]
     for artefact in (*ARTEFACTS, Artefact(f"{PROVENANCE}/*", "the pipeline")):
-        pattern = artefact.path.replace("{variant}", "*")
-        if any(fnmatch.fnmatchcase(p.as_posix(), pattern) for p in candidates if p != Path(".")):
+        if any(fnmatch.fnmatchcase(p, artefact.path.replace("{variant}", "*")) for p in candidates):
             return artefact.made_by
     return None

@@ -16,7 +16,7 @@ from typing import IO
 
 from tqdm import tqdm
 
-from ..foundation.console import progress_wanted, terminal_columns
+from ..foundation.terminal import progress_wanted, terminal_columns
 
 log = logging.getLogger(__name__)
 

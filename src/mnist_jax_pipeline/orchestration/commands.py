@@ -128,7 +128,7 @@ COMMANDS: dict[str, Command] = {
     ),
     "generate": Command(
         "orchestration.generate",
-        "write the files derived from the stage table (dvc.yaml, the params schema)",
+        "write dvc.yaml, the Snakemake rules and the params schema from the stage table",
         (Option("--check", "only check that they are current", switch=True),),
     ),
 }

@@ -1,8 +1,8 @@
 """Whether a job's outputs are current, decided by content, the same way for every tool.
 
-A job is current when its provenance record lists exactly the files at its outputs, with their
-digests, and what it was made from is what it would be made from now: the same params.yaml sections,
-code and input files, these being the outputs of current jobs in turn (docs/architecture.md).
+A job is current when its provenance record lists exactly the files at its outputs, with their digests,
+and it was made from what it would be made from now: the same params.yaml sections, code and inputs,
+these being the outputs of current jobs in turn (docs/orchestrators.md).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..artefacts import atomic, storage
+from ..artefacts import atomic
 from ..artefacts.provenance import Execution, Hashes, Stamp, files_under
 from ..config.params import Params
 from ..foundation.errors import PipelineError
@@ -26,10 +26,8 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the package that runs
 CODE_ROOT = Path("src") / PACKAGE_DIR.name  # the checkout's package, relative to the project root
 RUNTIME_LOCK = Path("requirements/runtime.txt")  # the locked runtime versions: every stage's dependency
 # what a record names with its version: the packages the stages import, the project itself, the tools that run it
-RECORDED_VERSIONS = (
-    *("jax", "jaxlib", "numpy", "optax", "safetensors", "tensorflow-datasets", "matplotlib"),
-    *("mnist-jax-pipeline", "snakemake", "dvc"),
-)
+RECORDED_VERSIONS = ("jax", "jaxlib", "numpy", "optax", "safetensors", "tensorflow-datasets", "matplotlib")
+RECORDED_VERSIONS += ("mnist-jax-pipeline", "snakemake", "dvc")
 SHOWN = 3  # files named per problem
 
 
@@ -78,30 +76,28 @@ def jobs(variants: Iterable[str], root: Path = Path(".")) -> list[Job]:
 
 
 def code_files(stage: stage_table.Stage, root: Path) -> list[Path]:
-    """The files of the package at `root` that the stage's command runs or reads."""
+    """The files of the package at `root` that the stage's command runs or reads, with the __init__.py of
+    every package above them (importing a module runs those)."""
     found: set[Path] = set()
-    for name in (*stage_table.CORE, *stage.code):
-        found.update(files_under(root / name) if (root / name).is_dir() else [root / name])
-    return sorted(f for f in found if f.suffix != ".pyc")
+    for name in f"{stage_table.CORE} {stage.code}".split():
+        found.update(files_under(root / name))
+        found.update(root / parent / "__init__.py" for parent in [*Path(name).parents])
+    return sorted(found)
 
 
 def _first_difference(old: Any, new: Any, key: str) -> str | None:
     """The dotted key of the first value that differs, with both values."""
     if isinstance(old, dict) and isinstance(new, dict):
-        for name in sorted(set(old) | set(new)):
-            found = _first_difference(old.get(name), new.get(name), f"{key}.{name}")
-            if found:
-                return found
-        return None
+        found = (_first_difference(old.get(name), new.get(name), f"{key}.{name}") for name in sorted({*old, *new}))
+        return next(filter(None, found), None)
     return f"{key}: {json.dumps(old)} in the record, {json.dumps(new)} now" if old != new else None
 
 
 def _changed(first: Path, made: str, now: dict[str, str], recorded: dict[str, str]) -> list[str]:
     """One problem naming the files whose digests differ from the record's, [] when none does."""
-    changed = sorted(f for f in set(now) | set(recorded) if now.get(f) != recorded.get(f))
-    if not changed:
-        return []
-    return [f"{first}: made {made} ({', '.join(changed[:SHOWN])}{' ...' if len(changed) > SHOWN else ''} changed)"]
+    changed = sorted(f for f in {*now, *recorded} if now.get(f) != recorded.get(f))
+    more = " ..." if len(changed) > SHOWN else ""
+    return [f"{first}: made {made} ({', '.join(changed[:SHOWN])}{more} changed)"] if changed else []
 
 
 def _version(name: str) -> str:
@@ -146,46 +142,29 @@ class Checker:
 
     def problems(self, job: Job) -> list[str]:
         """Why the job's outputs are not current, first things first; [] when they are."""
-        if job not in self._problems:
-            stamp = self.read(job)
-            first = (job.outputs() or [job.stamp_path])[0]
-            if stamp is None or stamp.stage != job.name:
-                absent = [p for p in job.outputs() if not p.exists()]
-                found = [
-                    f"{absent[0]}: missing (no provenance record {job.stamp_path})"
-                    if absent
-                    else f"{first}: not recorded as made by '{job.name}' (no provenance record {job.stamp_path})"
-                ]
-            else:
-                found = [
-                    *self._output_problems(job, stamp),
-                    *self._params_problems(job, stamp, first),
-                    *_changed(first, "by other code", self.code(job.stage), stamp.code),
-                    *_changed(first, "from other inputs", self.inputs(job), stamp.inputs),
-                ]
-            self._problems[job] = found
-        return self._problems[job]
-
-    def _output_problems(self, job: Job, stamp: Stamp) -> list[str]:
-        """The outputs missing, not in the record, or changed since the record, by name."""
-        now = self.hashes.tree(job.outputs())
-        found = []
-        for name in sorted(set(stamp.outputs) | set(now)):
-            if name not in now:
-                found.append(f"{name}: missing")
-            elif name not in stamp.outputs:
-                found.append(f"{name}: not written by '{job.name}'")
-            elif now[name] != stamp.outputs[name]:
-                found.append(f"{name}: changed since '{job.name}' wrote it")
-        return found
-
-    def _params_problems(self, job: Job, stamp: Stamp, first: Path) -> list[str]:
-        """The first difference of each params.yaml section that differs from the record's."""
-        found = []
-        for section, value in self.made_from(job).items():
-            differs = _first_difference(stamp.params.get(section), value, section)
-            if differs:
-                found.append(f"{first}: made with {differs.replace(' now', ' in ' + self.params_path)}")
+        if job in self._problems:
+            return self._problems[job]
+        stamp, first = self.read(job), (job.outputs() or [job.stamp_path])[0]
+        if stamp is None or stamp.stage != job.name:
+            absent = [p for p in job.outputs() if not p.exists()]
+            why = f"{absent[0]}: missing" if absent else f"{first}: not recorded as made by '{job.name}'"
+            found = [f"{why} (no provenance record {job.stamp_path})"]
+        else:
+            now, found = self.hashes.tree(job.outputs()), []
+            for name in sorted(f for f in {*stamp.outputs, *now} if now.get(f) != stamp.outputs.get(f)):
+                if name not in now:
+                    found.append(f"{name}: missing")
+                elif name in stamp.outputs:
+                    found.append(f"{name}: changed since '{job.name}' wrote it")
+                else:
+                    found.append(f"{name}: not written by '{job.name}'")
+            for section, value in self.made_from(job).items():
+                differs = _first_difference(stamp.params.get(section), value, section)
+                if differs:
+                    found.append(f"{first}: made with {differs.replace(' now', ' in ' + self.params_path)}")
+            found += _changed(first, "by other code", self.code(job.stage), stamp.code)
+            found += _changed(first, "from other inputs", self.inputs(job), stamp.inputs)
+        self._problems[job] = found
         return found
 
     def ancestors(self, job: Job) -> list[Job]:
@@ -203,9 +182,7 @@ class Checker:
 
     def check_inputs(self, job: Job) -> dict[str, str]:
         """The digests of the job's inputs, once every job upstream is current; else one line naming the file."""
-        ancestors = self.ancestors(job)
-        self.hashes.prefetch([p for upstream in ancestors for p in upstream.outputs()])
-        for upstream in ancestors:
+        for upstream in self.ancestors(job):
             found = self.problems(upstream)
             if found:
                 raise PipelineError(f"{found[0]}; {upstream.fix()}")
@@ -224,37 +201,17 @@ class Checker:
                 )
 
     def write(self, job: Job, inputs: dict[str, str], execution: Execution | None = None) -> None:
-        """Write the job's record with its outputs (inside atomic.together(): as they will be once in place)."""
+        """Write the job's record, once its outputs are in place."""
         stamp = Stamp(
             stage=job.name,
             params=self.made_from(job),
             code=self.code(job.stage),
             inputs=inputs,
-            outputs=self.future_outputs(job),
+            outputs=self.hashes.tree(job.outputs()),
             versions={name: _version(name) for name in RECORDED_VERSIONS},
             run=execution,
         )
-        storage.write_model(job.stamp_path, stamp)
-
-    def future_outputs(self, job: Job) -> dict[str, str]:
-        """{file: digest} of the job's outputs as they will be once the pending writes are in place."""
-        pending = atomic.pending()
-        found: dict[str, str] = {}
-        for out in job.outputs():
-            whole = [tmp for tmp, final in pending.items() if final == out]
-            found |= self._future(whole[-1] if whole else out, out, pending)
-        return found
-
-    def _future(self, disk: Path, logical: Path, pending: dict[Path, Path]) -> dict[str, str]:
-        """The files at `disk`, named as under `logical`, with the pending writes into it laid over them."""
-        entries = self.hashes.tree([disk], {disk: logical})
-        for tmp, final in pending.items():
-            if disk in final.parents:
-                target = logical / final.relative_to(disk)
-                prefix = target.as_posix()
-                entries = {k: v for k, v in entries.items() if k != prefix and not k.startswith(prefix + "/")}
-                entries |= self._future(tmp, target, pending)
-        return entries
+        atomic.write_text(job.stamp_path, stamp.model_dump_json(indent=2, exclude_none=True) + "\n")
 
     def stale(self, candidates: Iterable[Job]) -> dict[Job, list[str]]:
         """{job: its problems} of the jobs that are not current."""

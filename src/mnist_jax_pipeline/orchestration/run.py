@@ -1,9 +1,8 @@
 """Running one `mnist-pipeline` command: a stage's checks before it, its outputs and record after it.
 
-`stage()` checks the records upstream (their files hashed while the stage imports its code), claims
-the outputs and puts them in place together with the job's provenance record. `Outcome` turns a
-failure the user can act on into one line, and a stop signal (Ctrl-C, `timeout`, a closed terminal,
-the orchestrator gone) into one line, the temporary outputs removed and exit status 128 + N.
+`stage()` checks the records upstream (hashing their files while the stage imports its code), claims
+the outputs, puts them in place together and writes the job's provenance record last. `Outcome` makes a
+failure the user can act on, or a stop signal, one line, the temporary outputs removed.
 """
 
 from __future__ import annotations
@@ -33,11 +32,11 @@ from . import stage_table
 from .commands import Command
 from .freshness import Checker, Job
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, `timeout` or Slurm, a closed terminal
 
 
 class Stopped(BaseException):
-    """A stop signal, raised where the stage is (as KeyboardInterrupt), so every clean-up runs."""
+    """A stop signal, raised where the command is (as KeyboardInterrupt), so every clean-up runs."""
 
     def __init__(self, signum: int):
         super().__init__(signum)
@@ -45,35 +44,17 @@ class Stopped(BaseException):
 
 
 def _raise_stopped(signum: int, frame: object) -> None:
-    # Python drops an exception raised inside a garbage-collection callback (JAX has one): the signal comes
-    # again a second later, elsewhere, should that happen to this one.
+    # Python drops an exception raised in a garbage-collection callback (JAX has one): the signal comes again
     threading.Timer(1.0, os.kill, (os.getpid(), signum)).start()
     raise Stopped(signum)
 
 
 def _stop_with_parent(parent: int) -> None:
-    """Stop this process as on SIGTERM once the process that started it is gone, so a stage never writes after
-    its orchestrator has gone (polled: PR_SET_PDEATHSIG would follow the parent's thread, not its process)."""
+    """Stop as on SIGTERM once the process that started this one is gone: a stage never writes after its
+    orchestrator has gone (PR_SET_PDEATHSIG would follow the parent's thread, not its process)."""
     while os.getppid() == parent:
         time.sleep(0.1)
     os.kill(os.getpid(), signal.SIGTERM)
-
-
-def _backend_failure() -> str | None:
-    """One line when JAX cannot start the backend JAX_PLATFORMS names, else None."""
-    setting, jax = os.environ.get("JAX_PLATFORMS"), sys.modules.get("jax")
-    if not setting or jax is None:
-        return None
-    try:
-        jax.devices()
-    except Exception as err:
-        reason = str(err).split(" (set JAX_PLATFORMS", 1)[0] or "no such device is visible"
-        return (
-            f"JAX_PLATFORMS={clip(setting)}: JAX cannot start that backend here ({clip(reason, 160)}); set"
-            " JAX_PLATFORMS=cpu, or unset it to let JAX use what this machine has (a GPU needs the"
-            " .[cuda12] extra, a TPU the .[tpu] extra)"
-        )
-    return None
 
 
 def one_line(err: BaseException) -> str | None:
@@ -85,7 +66,19 @@ def one_line(err: BaseException) -> str | None:
     if isinstance(err, OSError):
         where = err.filename or "a file"
         return f"{where}: {err.strerror or err}; check that it exists, its permissions and the free space"
-    return _backend_failure() if isinstance(err, RuntimeError | AssertionError) else None
+    setting, jax = os.environ.get("JAX_PLATFORMS"), sys.modules.get("jax")
+    if not isinstance(err, RuntimeError | AssertionError) or not setting or jax is None:
+        return None
+    try:  # JAX fails at a stage's first array operation when it cannot start the backend JAX_PLATFORMS names
+        jax.devices()
+    except Exception as failure:
+        reason = str(failure).split(" (set JAX_PLATFORMS", 1)[0] or "no such device is visible"
+        return (
+            f"JAX_PLATFORMS={clip(setting)}: JAX cannot start that backend here ({clip(reason, 160)}); set"
+            " JAX_PLATFORMS=cpu, or unset it to let JAX use what this machine has (a GPU needs the"
+            " .[cuda12] extra, a TPU the .[tpu] extra)"
+        )
+    return None
 
 
 class Outcome:
@@ -112,7 +105,7 @@ class Outcome:
             atomic.discard_temps()
             name = signal.Signals(signum).name
             console.say(
-                f"error: {self.label} stopped by {name}; its temporary files were removed, nothing is half-written"
+                f"error: {self.label} stopped by {name}; its temporary files were removed, nothing half-written"
             )
             self.status = 128 + signum
         elif err is not None:
@@ -145,9 +138,7 @@ def running_tool() -> str:
 
 def job_for(args: argparse.Namespace, checker: Checker) -> Job | None:
     """The pipeline job a command runs, or None (not a stage, or its outputs moved off the table's paths)."""
-    stage = next((s for s in stage_table.STAGES if s.command == args.command), None)
-    if stage is None:
-        return None
+    stage = next(s for s in stage_table.STAGES if s.command == args.command)
     defaults = {"out": stage.outputs[0].path, "raw": paths.RAW.path, "processed": paths.PROCESSED.path}
     if any(getattr(args, key, default) != default for key, default in defaults.items()):
         return None
@@ -165,7 +156,8 @@ def job_for(args: argparse.Namespace, checker: Checker) -> Job | None:
 
 @contextlib.contextmanager
 def stage(args: argparse.Namespace, command: Command) -> Iterator[Callable[[argparse.Namespace], None]]:
-    """The command's function; for a stage, inside its checks, its outputs put in place with its record."""
+    """The command's function, its outputs put in place together; for a stage, inside its checks, and its
+    provenance record written last."""
     set_numerics()  # before any stage starts a JAX backend
     console.log_file()  # a setting that is not a log file is refused
     started, clock = now(), time.perf_counter()
@@ -180,9 +172,9 @@ def stage(args: argparse.Namespace, command: Command) -> Iterator[Callable[[argp
         return
     upstream = [p for producer in checker.ancestors(job) for p in producer.outputs()]
     hashing = threading.Thread(target=checker.hashes.prefetch, args=(upstream,), daemon=True)
-    hashing.start()  # while the stage imports its code
+    hashing.start()
     spent = time.perf_counter() - clock
-    function = command.function()
+    function = command.function()  # its imports take a second or more: the hashing runs meanwhile
     clock = time.perf_counter()
     hashing.join()
     checker.check_installed(job.stage)
@@ -191,5 +183,4 @@ def stage(args: argparse.Namespace, command: Command) -> Iterator[Callable[[argp
     spent += time.perf_counter() - clock
     with atomic.together():
         yield function
-        execution = Execution(tool=running_tool(), started=started, ended=now(), checks_s=round(spent, 4))
-        checker.write(job, inputs, execution)
+    checker.write(job, inputs, Execution(tool=running_tool(), started=started, ended=now(), checks_s=round(spent, 4)))

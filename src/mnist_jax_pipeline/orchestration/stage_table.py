@@ -1,8 +1,8 @@
 """The stage table: each stage's command, parameters, inputs and code, declared once for both tools.
 
-`mnist-pipeline generate` writes dvc.yaml and the Snakemake rules (workflow/rules/) from it; outputs
-come from paths.py. `code` lists the package files a stage's command runs, relative to the package;
-tests/test_stages.py checks it against the modules the command imports.
+`mnist-pipeline generate` writes dvc.yaml and workflow/rules/*.smk from it; outputs come from
+paths.py. `code` names the package files a stage's command runs beside CORE (a folder: all of it;
+each package's __init__.py is implied); tests/test_stages.py checks it against the imports.
 """
 
 from __future__ import annotations
@@ -12,32 +12,15 @@ from dataclasses import dataclass
 from ..config.params import SECTIONS
 from ..foundation import paths
 
-# What every stage's command runs: the entry point, its checks and records, the parameters.
 CORE = (
-    "__init__.py",
-    "cli.py",
-    "artefacts/__init__.py",
-    "artefacts/atomic.py",
-    "artefacts/provenance.py",
-    "artefacts/record.py",
-    "artefacts/storage.py",
-    "config/__init__.py",
-    "config/params.py",
-    "foundation/__init__.py",
-    "foundation/console.py",
-    "foundation/dataset_facts.py",
-    "foundation/errors.py",
-    "foundation/numerics.py",
-    "foundation/paths.py",
-    "foundation/variants.py",
-    "orchestration/__init__.py",
-    "orchestration/commands.py",
-    "orchestration/freshness.py",
-    "orchestration/run.py",
-    "orchestration/stage_table.py",
+    "cli.py artefacts/atomic.py artefacts/ownership.py artefacts/provenance.py artefacts/record.py"
+    " config/params.py foundation/console.py foundation/dataset_facts.py foundation/errors.py"
+    " foundation/numerics.py foundation/paths.py foundation/variants.py orchestration/commands.py"
+    " orchestration/freshness.py orchestration/run.py orchestration/stage_table.py"
 )
-LOOPS = ("mlp/__init__.py", "mlp/loops", "mlp/model.py")
-TIMED = ("foundation/runtime.py",)  # device facts and the timing lock
+DATA = "artefacts/dataset.py artefacts/storage.py"
+TIMED = f"{DATA} foundation/runtime.py artefacts/model_file.py"
+LOOPS = "mlp/loops mlp/model.py artefacts/training.py"
 
 
 @dataclass(frozen=True)
@@ -45,7 +28,7 @@ class Stage:
     name: str
     command: str  # the `mnist-pipeline` command it runs (commands.COMMANDS)
     params: tuple[str, ...]  # params.yaml sections it reads (whole sections, as DVC tracks them)
-    code: tuple[str, ...]  # package files and folders its command runs or reads, beside CORE
+    code: str  # package files and folders its command runs beside CORE, separated by spaces
     inputs: tuple[paths.Artefact, ...] = ()  # what upstream stages wrote
     per_variant: bool = False  # one job per variant in params.yaml: `<name>@<variant>`
     whole_file: bool = False  # DVC tracks all of params.yaml, not only `params`
@@ -70,89 +53,40 @@ class Stage:
 
 STAGES: tuple[Stage, ...] = (
     # params.yaml checked whole: DVC tracks the whole file for it, so any edit runs it under both tools
-    Stage("check", "check", SECTIONS, code=(), whole_file=True),
-    Stage(
-        "download",
-        "download",
-        ("data",),
-        code=("artefacts/dataset.py", "stages/__init__.py", "stages/download"),
-    ),
-    Stage(
-        "preprocess",
-        "preprocess",
-        ("preprocess",),
-        code=("artefacts/dataset.py", "stages/__init__.py", "stages/preprocess.py"),
-        inputs=(paths.RAW,),
-    ),
+    Stage("check", "check", SECTIONS, "", whole_file=True),
+    Stage("download", "download", ("data",), f"{DATA} foundation/terminal.py stages/download"),
+    Stage("preprocess", "preprocess", ("preprocess",), f"{DATA} stages/preprocess.py", (paths.RAW,)),
     Stage(
         "train",
         "train",
         ("model", "train"),
-        code=(
-            *TIMED,
-            *LOOPS,
-            "artefacts/dataset.py",
-            "artefacts/model_file.py",
-            "artefacts/training.py",
-            "mlp/progress.py",
-            "stages/__init__.py",
-            "stages/train.py",
-        ),
-        inputs=(paths.PROCESSED,),
+        f"{TIMED} {LOOPS} foundation/terminal.py mlp/progress.py stages/train.py",
+        (paths.PROCESSED,),
         per_variant=True,
     ),
     Stage(
         "evaluate",
         "evaluate",
         (),
-        code=(
-            *TIMED,
-            "artefacts/dataset.py",
-            "artefacts/evaluation.py",
-            "artefacts/model_file.py",
-            "mlp/__init__.py",
-            "mlp/model.py",
-            "stages/__init__.py",
-            "stages/evaluate.py",
-        ),
-        inputs=(paths.PROCESSED, paths.MODEL),
+        f"{TIMED} artefacts/evaluation.py mlp/model.py stages/evaluate.py",
+        (paths.PROCESSED, paths.MODEL),
         per_variant=True,
     ),
     Stage(
         "profile",
         "profile",
         ("model", "train", "profile"),
-        code=(
-            *TIMED,
-            *LOOPS,
-            "artefacts/dataset.py",
-            "artefacts/model_file.py",
-            "artefacts/profile_summary.py",
-            "artefacts/training.py",
-            "stages/__init__.py",
-            "stages/profile/__init__.py",
-            "stages/profile/op_table",
-            "stages/profile/pprof.py",
-            "stages/profile/stage.py",
-        ),
-        inputs=(paths.PROCESSED, paths.MODEL),
+        f"{TIMED} {LOOPS} artefacts/profile_summary.py stages/profile/op_table stages/profile/pprof.py stages/profile/stage.py",
+        (paths.PROCESSED, paths.MODEL),
         per_variant=True,
     ),
     Stage(
         "report",
         "report",
         SECTIONS,
-        code=(
-            *TIMED,
-            "artefacts/dataset.py",
-            "artefacts/dropped.py",
-            "artefacts/evaluation.py",
-            "artefacts/profile_summary.py",
-            "artefacts/training.py",
-            "stages/__init__.py",
-            "stages/report",
-        ),
-        inputs=(
+        f"{DATA} foundation/runtime.py artefacts/dropped.py artefacts/evaluation.py artefacts/profile_summary.py"
+        " artefacts/training.py stages/report",
+        (
             paths.RAW,
             paths.PROCESSED,
             paths.PROFILE,

@@ -13,11 +13,14 @@ from is not recorded in any output, so it never changes a stage's hash.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import logging
 import os
 import shutil
 import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -29,6 +32,7 @@ from ...artefacts.dataset import Manifest, SourceFile, SplitCount
 from ...config.params import Params, load
 from ...foundation import console, paths
 from ...foundation.errors import PipelineError
+from ...foundation.terminal import progress_wanted
 from .datasets import PINNED, SPLIT_FILES, PinnedFile, sha256_of
 from .idx import read_pair
 
@@ -97,6 +101,19 @@ def _check_reachable(url: str) -> None:
         ) from err
 
 
+@contextlib.contextmanager
+def prints_to_details() -> Iterator[None]:
+    """What a library prints on stdout meanwhile (TFDS's notes) goes to the details, line by line."""
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            yield
+    finally:
+        for line in printed.getvalue().splitlines():
+            if line.strip():
+                console.details.info("%s", line)
+
+
 def _quiet_tensorflow() -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
@@ -109,7 +126,7 @@ def _prepare_with_tfds(dataset: str, data_dir: Path, manual_dir: Path | None) ->
     from tensorflow_datasets.core.download import downloader
 
     downloader.MAX_RETRIES = TFDS_MAX_RETRIES
-    if not console.progress_wanted():  # TFDS's own bars on a terminal, as the training bars
+    if not progress_wanted():  # TFDS's own bars on a terminal, as the training bars
         tfds.disable_progress_bar()
     builder = tfds.builder(dataset, data_dir=str(data_dir))
     config = tfds.download.DownloadConfig(
@@ -117,7 +134,7 @@ def _prepare_with_tfds(dataset: str, data_dir: Path, manual_dir: Path | None) ->
         force_checksums_validation=True,
     )
     try:
-        with console.prints_to_details():
+        with prints_to_details():
             builder.download_and_prepare(download_config=config)
     except Exception as err:  # TFDS raises many types; keep its word, one line
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__

@@ -1,0 +1,56 @@
+"""Whose a path given on the command line is: a command writes only a new path or one it made itself."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+from pathlib import Path
+
+from ..foundation import paths
+
+NEVER_WRITTEN = {  # folders no command writes into on a path given on its command line
+    ".git": "git's own files",
+    ".dvc": "DVC's own files",
+    ".snakemake": "Snakemake's own files",
+    paths.PROVENANCE: "the provenance records",
+}
+SIGNATURE_BYTES = 1 << 24  # how much of a file is searched for the signature of the command that made it
+
+
+def _tracked(path: Path) -> bool:
+    """Whether git tracks `path`, or a file inside it."""
+    where = path if path.is_dir() else path.parent
+    with contextlib.suppress(OSError):
+        done = subprocess.run(
+            ["git", "-C", str(where), "ls-files", "-z", "--", str(path.resolve())], capture_output=True
+        )
+        return done.returncode == 0 and bool(done.stdout)
+    return False
+
+
+def _made_by(target: Path, signature: str, inside: str | None) -> bool:
+    """Whether `target` is new, an empty folder, or holds `signature` (a folder: in its file `inside`)."""
+    if not target.exists() or (target.is_dir() and not any(target.iterdir())):
+        return True
+    with contextlib.suppress(OSError), open(target / inside if inside else target, "rb") as file:
+        return signature.encode() in file.read(SIGNATURE_BYTES)
+    return False
+
+
+def not_ours(target: Path, command: str, signature: str, inside: str | None = None) -> str | None:
+    """Why `mnist-pipeline COMMAND` may not write `target`, or None."""
+    resolved, here = target.resolve(), Path.cwd().resolve()
+    inner = resolved.relative_to(here).parts if resolved.is_relative_to(here) else ()
+    folder = next((part for part in inner if part in NEVER_WRITTEN), ".git" if ".git" in resolved.parts else None)
+    if folder:
+        return f"inside {folder}/, {NEVER_WRITTEN[folder]}"
+    if target.exists() and _tracked(target):
+        return "tracked by git"
+    if resolved.name == paths.POINT_PARAMS:
+        return "a parameters file"
+    owner = paths.owner(target)
+    if owner is not None and owner != command:
+        return f"an output of the '{owner}' stage"
+    if not _made_by(target, signature, inside):
+        return f"a {'folder' if target.is_dir() else 'file'} `mnist-pipeline {command}` did not make"
+    return None

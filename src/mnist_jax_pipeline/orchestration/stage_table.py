@@ -76,7 +76,8 @@ STAGES: tuple[Stage, ...] = (
         "profile",
         "profile",
         ("model", "train", "profile"),
-        f"{TIMED} {LOOPS} artefacts/profile_summary.py stages/profile/op_table stages/profile/pprof.py stages/profile/stage.py",
+        f"{TIMED} {LOOPS} artefacts/profile_summary.py stages/profile/op_table stages/profile/pprof.py"
+        " stages/profile/stage.py",
         (paths.PROCESSED, paths.MODEL),
         per_variant=True,
     ),

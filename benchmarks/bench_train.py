@@ -7,12 +7,13 @@
 The loops: the JAX tutorial's own jit loop (`tutorial`, tutorial_loop.py) and the pipeline's variants
 (`nojit`, `jit`, `jit_scan`), on the same data with the tutorial's settings. Each compiles (timed apart;
 the tutorial's loop compiles in its first epoch, as the tutorial does) and runs one warm-up epoch. Then
-`--rounds` rounds, each: the roofline reference, every matrix product of one training step at the
-trained batch and layer sizes, best of `--repeats` (roofline.py); one epoch of every loop, jit_scan
-first; a 2048x2048 GEMM, best of `--repeats`. Every clock read follows `block_until_ready()`. Per round:
+`--rounds` rounds, each: the roofline reference, the epoch's matrix products at the trained batch and
+layer sizes, step by step in one compiled loop as jit_scan runs them, best of `--repeats` (roofline.py);
+one epoch of every loop, jit_scan first; a 2048x2048 GEMM, best of `--repeats`. Every clock read follows
+`block_until_ready()`. Per round:
 
-    roofline ratio       jit_scan epoch / limit, the limit being the epoch's matrix-product FLOPs at the
-                         speeds just measured at its shapes (>= 1: everything else the epoch does is on top)
+    roofline ratio       jit_scan epoch / limit, the limit being the time of the epoch's matrix products
+                         alone (>= 1: everything else the epoch does is on top)
     large-GEMM ratio     jit_scan epoch / (the same FLOPs at the 2048x2048 GEMM's speed): not a limit
     speed-ups            tutorial / jit_scan, tutorial / jit, jit / jit_scan (epoch seconds)
 
@@ -184,7 +185,7 @@ def run_rounds(
         else VariantRunner(name, images, labels, params, epochs_at_most)
         for name in names
     }
-    gemms = roofline.StepGemms(params.model.layer_sizes, len(labels), params.train.batch_size)
+    products = roofline.EpochProducts(params.model.layer_sizes, len(labels), params.train.batch_size)
     try:
         compile_seconds, first = {}, {}
         for name, runner in runners.items():
@@ -203,7 +204,7 @@ def run_rounds(
             seconds: dict[str, float] = {}
             for attempt in range(retries + 1):
                 epoch += 1
-                reference = gemms.measure(repeats)  # right before the jit_scan epoch it is the limit of
+                reference = products.measure(repeats)  # right before the jit_scan epoch it is the limit of
                 # a round measured again: the reference and jit_scan, the two its ratio compares (the other
                 # loops' epochs stand; on a GPU, nojit's would cost seconds each time)
                 again = ["jit_scan"] if attempt else sorted(runners, key=lambda n: n != "jit_scan")
@@ -258,15 +259,6 @@ def ratios(epochs: dict[str, list[float]], limits: list[float], large_limits: li
     return out
 
 
-def gemm_table(references: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each step product's GFLOP/s over the rounds."""
-    rows = []
-    for position, gemm in enumerate(references[0]["gemms"]):
-        speeds = [reference["gemms"][position]["gflops"] for reference in references]
-        rows.append({key: gemm[key] for key in ("name", "rows", "lhs", "rhs", "out")} | {"gflops": spread(speeds, 1)})
-    return rows
-
-
 def host() -> dict[str, Any]:
     """What the run ran on: the CPU named as precisely as /proc/cpuinfo allows, its vector units and cores."""
     return {
@@ -310,7 +302,6 @@ def build_report(
         "steps": {str(rows): steps for rows, steps in roofline.batch_counts(examples, args.batch_size).items()},
         "limit_seconds": spread(limits),
         "limit_gflops": spread([gflop / limit for limit in limits], 1),
-        "step_gemms": gemm_table(measured["references"]),
         "large_gemm": {"size": LARGE_GEMM, "gflops": spread(measured["large_gemm_gflops"], 1)},
         "ratios": {name: spread(values, 3) for name, values in per_round.items()},
         "host": host(),
@@ -386,15 +377,7 @@ def print_text(report: dict[str, Any]) -> None:
     limit, speed = report["limit_seconds"], report["limit_gflops"]
     print(f"one epoch: {report['epoch_gflop']:.1f} GFLOP of matrix products in {steps}")
     print(
-        f"step products at batch {report['batch_size']} (GFLOP/s, median over rounds): "
-        + ", ".join(
-            f"{g['name']} {g['gflops']['median']:.0f}"
-            for g in report["step_gemms"]
-            if g["rows"] == report["batch_size"]
-        )
-    )
-    print(
-        f"limit (the epoch's products at those speeds): {limit['median']:.3f} s"
+        f"limit (the epoch's products alone, step by step): {limit['median']:.3f} s"
         f" ({limit['min']:.3f}-{limit['max']:.3f}), {speed['median']:.0f} GFLOP/s;"
         f" {LARGE_GEMM}x{LARGE_GEMM} GEMM beside it: {report['large_gemm']['gflops']['median']:.0f} GFLOP/s"
     )
@@ -420,7 +403,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=DESCRIPTION)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of the reference and one epoch per loop (>= 1)")
-    parser.add_argument("--repeats", type=int, default=7, help="timed calls per reference product (best counts)")
+    parser.add_argument(
+        "--repeats", type=int, default=7, help="timed calls of the reference and the large GEMM (the best counts)"
+    )
     parser.add_argument(
         "--variants",
         default=",".join([TUTORIAL, *variants.names()]),

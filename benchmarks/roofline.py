@@ -8,13 +8,16 @@ matrix products XLA's compiled step runs (the same operand layouts and contracti
     input grad    g (B, n) . W (n, m), contracting n     -> (B, m)    2Bmn FLOPs (not the first layer's:
                                                                         the data needs no gradient)
 
-`StepGemms` times each of them alone on the default device, best of `repeats` calls, with
-`block_until_ready()` before every clock read. A call runs the product `inner` times in one
-compiled loop (enough for about 2 ms), so the call's dispatch does not count against the small
-ones. The limit of an epoch is its steps, full batches and a partial last one, each at the sum of
-its products' best times: the epoch's FLOPs at the speeds measured at those shapes. Everything
-else the epoch does (the optimizer, activations, the loss) is on top of that limit, so a ratio
-epoch / limit below 1 means the reference is wrong, not that the epoch beat it.
+`EpochProducts` runs an epoch's products in one compiled call shaped as the jit_scan epoch: a loop
+over the full batches, each iteration every product of one step, then the partial last batch's
+products once. So the loop's own cost per iteration (on a GPU, a round trip to the host or a kernel
+launch per step) is paid once per step, as in the epoch. An optimization barrier per step takes
+every operand and the previous step's results, so no product is hoisted out of the loop, merged with
+another or dropped as dead. (A step's products do not wait on one another as the epoch's do, so XLA
+may overlap them: that only lowers the limit.) The limit is the best of `repeats` calls,
+`block_until_ready()` before every clock read. Everything else the epoch does (the optimizer,
+activations, the loss, the batch slicing) is on top of that limit, so a ratio epoch / limit below 1
+means the reference is wrong, not that the epoch beat it.
 """
 
 from __future__ import annotations
@@ -30,8 +33,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 from jax import lax
-
-INNER_FLOPS = 4e8  # FLOPs one timed call aims at (about 2 ms at 200 GFLOP/s)
 
 
 @dataclass(frozen=True)
@@ -75,20 +76,51 @@ def epoch_gflop(layer_sizes: Sequence[int], examples: int) -> float:
     return sum(g.flops for g in step_gemms(layer_sizes, 1)) * examples / 1e9
 
 
-def _looped(gemm: Gemm, inner: int) -> Callable[[jax.Array, jax.Array], jax.Array]:
-    """A compiled call that runs `gemm` `inner` times. The optimization barrier keeps XLA from hoisting the
-    loop-invariant product out of the loop; the loop body is the product alone (no copy)."""
-    dims = (((gemm.contract[0],), (gemm.contract[1],)), ((), ()))
+Pairs = tuple[tuple[jax.Array, jax.Array], ...]  # each product's (lhs, rhs)
+Results = tuple[jax.Array, ...]
 
-    def run(lhs: jax.Array, rhs: jax.Array) -> jax.Array:
-        def body(_: Any, carry: tuple[jax.Array, jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array, jax.Array]:
-            a, b, _out = carry
-            a, b = lax.optimization_barrier((a, b))
-            return a, b, lax.dot_general(a, b, dims)
 
-        return lax.fori_loop(0, inner, body, (lhs, rhs, jnp.zeros(gemm.out, lhs.dtype)))[2]
+def _step(gemms: Sequence[Gemm], operands: Pairs, results: Results) -> tuple[Pairs, Results]:
+    """One step's products. The operands and the step before's results pass an optimization barrier first, and
+    the operands come out of it to be the next step's: no product is loop-invariant (computed once for many
+    steps), and every result is used."""
+    operands, _ = lax.optimization_barrier((operands, results))
+    products = tuple(
+        lax.dot_general(lhs, rhs, (((g.contract[0],), (g.contract[1],)), ((), ())))
+        for g, (lhs, rhs) in zip(gemms, operands, strict=True)
+    )
+    return operands, products
 
-    return jax.jit(run)
+
+def _operands(gemms: Sequence[Gemm], key: jax.Array) -> Pairs:
+    """Random float32 operands of every product, each its own arrays (no product shares one with another)."""
+    keys = iter(jax.random.split(key, 2 * len(gemms)))
+    return tuple((jax.random.normal(next(keys), g.lhs), jax.random.normal(next(keys), g.rhs)) for g in gemms)
+
+
+class EpochProducts:
+    """The epoch's matrix products, step by step in one compiled call, as the jit_scan epoch runs them."""
+
+    def __init__(self, layer_sizes: Sequence[int], examples: int, batch: int):
+        full, rest = divmod(examples, batch)
+        gemms = step_gemms(layer_sizes, batch), step_gemms(layer_sizes, rest) if rest else []
+        key = jax.random.PRNGKey(0)
+        self.operands = _operands(gemms[0], key), _operands(gemms[1], jax.random.fold_in(key, 1))
+
+        def epoch(full_operands: Pairs, rest_operands: Pairs) -> tuple[Results, Results]:
+            zeros = [tuple(jnp.zeros(g.out, jnp.float32) for g in step) for step in gemms]
+            _, last = lax.fori_loop(0, full, lambda _, carry: _step(gemms[0], *carry), (full_operands, zeros[0]))
+            return last, _step(gemms[1], rest_operands, zeros[1])[1] if rest else ()
+
+        self.epoch = jax.jit(epoch)
+
+    def hlo_text(self) -> str:
+        """The compiled call's optimised HLO."""
+        return self.epoch.lower(*self.operands).compile().as_text()
+
+    def measure(self, repeats: int) -> dict[str, Any]:
+        """The epoch's limit in seconds: the best of `repeats` timed calls."""
+        return {"limit_seconds": best_seconds(lambda: self.epoch(*self.operands), repeats)}
 
 
 def best_seconds(call: Callable[[], Any], repeats: int) -> float:
@@ -100,41 +132,6 @@ def best_seconds(call: Callable[[], Any], repeats: int) -> float:
         jax.block_until_ready(call())
         best = min(best, time.perf_counter() - start)
     return best
-
-
-class StepGemms:
-    """The training step's products at every batch size of an epoch, compiled once and timed on demand."""
-
-    def __init__(self, layer_sizes: Sequence[int], examples: int, batch: int):
-        self.counts = batch_counts(examples, batch)
-        key = jax.random.PRNGKey(0)
-        self.calls: list[tuple[int, Gemm, int, Callable[[], jax.Array]]] = []
-        for rows in self.counts:
-            for index, gemm in enumerate(step_gemms(layer_sizes, rows)):
-                lhs = jax.random.normal(jax.random.fold_in(key, 2 * index), gemm.lhs, jnp.float32)
-                rhs = jax.random.normal(jax.random.fold_in(key, 2 * index + 1), gemm.rhs, jnp.float32)
-                inner = max(1, round(INNER_FLOPS / gemm.flops))
-                looped = _looped(gemm, inner)
-                self.calls.append((rows, gemm, inner, lambda f=looped, a=lhs, b=rhs: f(a, b)))
-
-    def measure(self, repeats: int) -> dict[str, Any]:
-        """Every product's best seconds; the epoch limit (seconds) and the step's products at full batch."""
-        seconds: dict[int, float] = dict.fromkeys(self.counts, 0.0)
-        gemms = []
-        for rows, gemm, inner, call in self.calls:
-            each = best_seconds(call, repeats) / inner
-            seconds[rows] += each
-            gemms.append(
-                {
-                    "name": gemm.name,
-                    "rows": rows,
-                    "lhs": list(gemm.lhs),
-                    "rhs": list(gemm.rhs),
-                    "out": list(gemm.out),
-                    "gflops": gemm.flops / each / 1e9,
-                }
-            )
-        return {"limit_seconds": sum(steps * seconds[rows] for rows, steps in self.counts.items()), "gemms": gemms}
 
 
 def large_gemm_gflops(size: int = 2048, repeats: int = 5) -> float:

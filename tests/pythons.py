@@ -17,7 +17,7 @@ from pathlib import Path
 from conftest import ROOT, unavailable
 
 sys.path.insert(0, str(ROOT / "tools"))
-from device_run import lock_closure, normal  # noqa: E402  (tools/ is no package)
+from device_bundle import lock_closure, normal  # noqa: E402  (tools/ is no package)
 
 RUNTIME_TXT = ROOT / "requirements" / "runtime.txt"
 

@@ -87,9 +87,7 @@ def test_bench_train(tmp_path: Path):
     assert all(len(s) == 3 and all(finite(x) for x in s) for s in report["all_epoch_seconds"].values())
     assert report["compile_seconds"]["tutorial"] is None and report["compile_seconds"]["nojit"] is None
     assert report["steps"] == {"128": 2, "44": 1}
-    products = {(g["rows"], g["name"]) for g in report["step_gemms"]}
-    assert len(products) == 16 and {(128, "layer 1 forward"), (44, "layer 3 input grad")} <= products
-    assert all(finite(g["gflops"]["median"]) for g in report["step_gemms"])
+    assert finite(report["limit_gflops"]["median"])
     assert set(report["ratios"]) == {
         "roofline",
         "large_gemm",

@@ -1,4 +1,4 @@
-"""The benchmarks' reference and verdicts: the roofline times the products the compiled step really runs,
+"""The benchmarks' reference and verdicts: the roofline times the products the compiled epoch really runs,
 a median ratio below 0.95 is refused (a noisy round is measured again,
 then flagged), the tutorial's loop trains as the jit variant does, and the time-to-accuracy
 preset passes only when every seed reaches the target."""
@@ -40,27 +40,46 @@ def compiled_dots(batch: int, examples: int) -> Counter:
     return Counter((int(a), int(b), int(c), int(d)) for a, b, c, d in DOT.findall(loop.hlo_text()))
 
 
+def dots(hlo: str, computation: str) -> Counter:
+    """(output shape, lhs and rhs contracting dims) of every dot `computation` runs, in the fusions it calls too,
+    not in the loops it runs (their body's computation is named apart)."""
+    blocks = {m[1]: m[0] for m in re.finditer(r"^(?:ENTRY )?%([\w.-]+) \(.*?^}", hlo, re.MULTILINE | re.DOTALL)}
+    block = blocks[computation]
+    found = Counter((int(a), int(b), int(c), int(d)) for a, b, c, d in DOT.findall(block))
+    for called in re.findall(r"calls=%([\w.-]+)", block):
+        found += dots(hlo, called)
+    return found
+
+
+def step_products(rows: int) -> Counter:
+    return Counter((*g.out, *g.contract) for g in roofline.step_gemms([784, 512, 512, 10], rows))
+
+
 def test_the_reference_times_every_product_the_compiled_epoch_runs():
     # 3 full batches of 128 in a scan and a partial last one of 40: both steps' products, with XLA's layouts
-    expected = Counter()
-    for rows in (128, 40):
-        expected.update((*g.out, *g.contract) for g in roofline.step_gemms([784, 512, 512, 10], rows))
-    assert compiled_dots(128, 3 * 128 + 40) == expected
+    assert compiled_dots(128, 3 * 128 + 40) == step_products(128) + step_products(40)
     assert roofline.batch_counts(3 * 128 + 40, 128) == {128: 3, 40: 1}
     assert roofline.batch_counts(256, 128) == {128: 2}
 
 
+def test_the_reference_runs_a_full_steps_products_in_its_loop_and_the_partial_steps_after_it():
+    """None hoisted out of the loop, merged or dropped: the loop's body runs one step's products, the call
+    itself the partial step's (the naive way, XLA computes loop-invariant products once, before the loop)."""
+    hlo = roofline.EpochProducts([784, 512, 512, 10], 3 * 128 + 40, 128).hlo_text()
+    entry, body = re.search(r"^ENTRY %([\w.-]+)", hlo, re.MULTILINE), re.search(r"while\(.*?body=%([\w.-]+)", hlo)
+    assert entry is not None and body is not None
+    assert dots(hlo, body.group(1)) == step_products(128)
+    assert dots(hlo, entry.group(1)) == step_products(40)
+
+
 @pytest.mark.slow
-def test_the_limit_counts_the_epochs_flops():
+def test_the_limit_grows_with_the_epochs_steps():
     sizes = [784, 512, 512, 10]
     per_example = sum(g.flops for g in roofline.step_gemms(sizes, 1))
     assert per_example == 2 * (784 * 512 + 512 * 512 + 512 * 10) * 2 + 2 * (512 * 512 + 512 * 10)
     assert roofline.epoch_gflop(sizes, 60_000) == pytest.approx(192.55, abs=0.01)
-    gemms = roofline.StepGemms(sizes, 300, 128)  # 2 steps of 128 rows, 1 of 44
-    measured = gemms.measure(repeats=1)
-    by_rows = Counter(g["rows"] for g in measured["gemms"])
-    assert by_rows == {128: 8, 44: 8}
-    assert all(g["gflops"] > 0 for g in measured["gemms"]) and measured["limit_seconds"] > 0
+    short, long = (roofline.EpochProducts(sizes, steps * 128, 128).measure(3)["limit_seconds"] for steps in (20, 80))
+    assert 2 < long / short < 8  # four times the steps: about four times the time
 
 
 def fake_measurement(scan_seconds: list[float], limit: float, again: list[int] | None = None) -> dict:
@@ -72,22 +91,7 @@ def fake_measurement(scan_seconds: list[float], limit: float, again: list[int] |
         "with_bar": [False] * rounds,
         "large_gemm_gflops": [200.0] * rounds,
         "loads": [0.1] * rounds,
-        "references": [
-            {
-                "limit_seconds": limit,
-                "gemms": [
-                    {
-                        "name": "layer 1 forward",
-                        "rows": 128,
-                        "lhs": [128, 784],
-                        "rhs": [512, 784],
-                        "out": [128, 512],
-                        "gflops": 150.0,
-                    }
-                ],
-            }
-        ]
-        * rounds,
+        "references": [{"limit_seconds": limit}] * rounds,
         "measured_again": again or [0] * rounds,
     }
 
@@ -118,14 +122,14 @@ def test_a_noisy_round_is_reported_beside_the_others_not_as_a_bug():
     assert report["ratios"]["roofline"]["values"] == [1.2, 0.762, 1.3]  # kept beside the others
 
 
-class ScriptedGemms:
+class ScriptedProducts:
     """The reference, its limit the same every round."""
 
     def __init__(self, *args: object) -> None:
         pass
 
     def measure(self, repeats: int) -> dict:
-        return {"limit_seconds": 1.0, "gemms": []}
+        return {"limit_seconds": 1.0}
 
 
 def scripted_runner(seconds: list[float]) -> type:
@@ -155,7 +159,7 @@ def scripted_runner(seconds: list[float]) -> type:
     ],
 )
 def test_a_noisy_round_is_measured_again_a_bounded_number_of_times(monkeypatch, scan, expected, again):
-    monkeypatch.setattr(bench_train.roofline, "StepGemms", ScriptedGemms)
+    monkeypatch.setattr(bench_train.roofline, "EpochProducts", ScriptedProducts)
     monkeypatch.setattr(bench_train.roofline, "large_gemm_gflops", lambda size, repeats: 100.0)
     monkeypatch.setattr(bench_train, "VariantRunner", scripted_runner(scan))
     lines: list[str] = []
@@ -188,7 +192,7 @@ def test_a_round_measured_again_times_only_the_reference_and_jit_scan(monkeypatc
         def close(self) -> None:
             pass
 
-    monkeypatch.setattr(bench_train.roofline, "StepGemms", ScriptedGemms)
+    monkeypatch.setattr(bench_train.roofline, "EpochProducts", ScriptedProducts)
     monkeypatch.setattr(bench_train.roofline, "large_gemm_gflops", lambda size, repeats: 100.0)
     monkeypatch.setattr(bench_train, "VariantRunner", Runner)
     params = bench_train.bench_params(128, 10)

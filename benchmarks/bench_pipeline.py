@@ -169,10 +169,11 @@ def fresh_copy(parent: Path, name: str, params: Path | None = None, raw: Path | 
 # it, so that the stages after it accept that folder as its work (run in the copy, with its code).
 RECORD_DOWNLOAD = """
 from mnist_jax_pipeline.orchestration import freshness, stage_table
+from mnist_jax_pipeline.orchestration.jobs import Job
 from mnist_jax_pipeline.config.params import load
 
 checker = freshness.Checker(load("params.yaml"))
-job = freshness.Job(stage_table.get("download"))
+job = Job(stage_table.get("download"))
 checker.record(job, checker.inputs(job))
 """
 

@@ -291,12 +291,13 @@ def adopt(root: Path, stage: str = "download", params: Params | None = None) -> 
     work, with the provenance record the stage itself would write, so that later stages accept it."""
     from mnist_jax_pipeline.config.params import load
     from mnist_jax_pipeline.orchestration import freshness, stage_table
+    from mnist_jax_pipeline.orchestration.jobs import Job
 
     here = Path.cwd()
     os.chdir(root)
     try:
         checker = freshness.Checker(params or load("params.yaml"))
-        job = freshness.Job(stage_table.get(stage))
+        job = Job(stage_table.get(stage))
         checker.write(job, checker.inputs(job))
     finally:
         os.chdir(here)

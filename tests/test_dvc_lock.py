@@ -7,14 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from mnist_jax_pipeline.orchestration import dvc_lock, freshness, stage_table
+from mnist_jax_pipeline.orchestration import dvc_lock, stage_table
+from mnist_jax_pipeline.orchestration.jobs import Job, all_jobs
 
 
 @pytest.fixture
-def project(tmp_path, monkeypatch) -> list[freshness.Job]:
+def project(tmp_path, monkeypatch) -> list[Job]:
     monkeypatch.chdir(tmp_path)
     Path("dvc.lock").write_text("schema: '2.0'\n")
-    jobs = freshness.jobs(["jit"])
+    jobs = all_jobs(["jit"])
     for job in jobs:
         job.stamp_path.parent.mkdir(parents=True, exist_ok=True)
         job.stamp_path.write_text(f'{{"stage": "{job.name}"}}')
@@ -54,5 +55,5 @@ def test_a_failed_commit_is_one_warning_line_and_is_tried_again(project, monkeyp
 
 
 def test_the_fingerprint_covers_each_record_and_dvc_lock():
-    jobs = [freshness.Job(stage_table.get("check"))]
+    jobs = [Job(stage_table.get("check"))]
     assert len(dvc_lock.fingerprint(jobs)) == 64

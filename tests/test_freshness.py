@@ -15,6 +15,7 @@ from mnist_jax_pipeline.cli import main
 from mnist_jax_pipeline.config.params import load
 from mnist_jax_pipeline.orchestration import freshness, stage_table
 from mnist_jax_pipeline.orchestration import run as stage_run
+from mnist_jax_pipeline.orchestration.jobs import Job
 
 
 @pytest.fixture
@@ -29,7 +30,7 @@ def project(tmp_path, monkeypatch) -> Path:
 
 def problems(name: str, variant: str | None = None) -> list[str]:
     checker = freshness.Checker(load("params.yaml"))
-    return checker.problems(freshness.Job(stage_table.get(name), variant))
+    return checker.problems(Job(stage_table.get(name), variant))
 
 
 def test_a_stage_records_what_it_was_made_from(project):

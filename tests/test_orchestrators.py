@@ -10,6 +10,7 @@ import pytest
 from conftest import ROOT
 from mnist_jax_pipeline.config.params import load
 from mnist_jax_pipeline.orchestration import freshness
+from mnist_jax_pipeline.orchestration.jobs import Job
 from mnist_jax_pipeline.orchestration.stage_table import STAGES, get
 from workspace import planned_rules
 
@@ -47,7 +48,7 @@ def snakemake_stages() -> dict[str, dict]:
                     return text.replace("{wildcards.variant}", v or "")
 
                 name = f"{rule.name}@{variant}" if wildcard else rule.name
-                job = freshness.Job(get(rule.name), variant)
+                job = Job(get(rule.name), variant)
                 stages[name] = {
                     "cmd": fill(rule.shellcmd[len(LOG_PREFIX) :]).strip(),
                     # the job's marker and the records of the jobs it reads are Snakemake's means of

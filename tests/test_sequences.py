@@ -269,13 +269,14 @@ class Sequences(RuleBasedStateMachine):
         stale, planned = self.views()
         from mnist_jax_pipeline.config.params import load
         from mnist_jax_pipeline.orchestration import freshness
+        from mnist_jax_pipeline.orchestration.jobs import all_jobs
 
         here = Path.cwd()
         os.chdir(self.ws)
         try:
             params = load("params.yaml")
             checker = freshness.Checker(params)
-            current = {job.name for job in freshness.jobs(params.variants) if not checker.problems(job)}
+            current = {job.name for job in all_jobs(params.variants) if not checker.problems(job)}
         finally:
             os.chdir(here)
         # dvc.lock may lag behind outputs that are current by content (after `git checkout dvc.lock`, or a

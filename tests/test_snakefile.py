@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from mnist_jax_pipeline.orchestration import dvc_lock, freshness, generate, snakefile, stage_table
+from mnist_jax_pipeline.orchestration import dvc_lock, generate, snakefile, stage_table
+from mnist_jax_pipeline.orchestration.jobs import all_jobs
 from mnist_jax_pipeline.orchestration.snakefile import Pipeline
 
 # --- Ctrl-C ---
@@ -98,7 +99,7 @@ def test_a_current_marker_gets_the_oldest_time(tmp_path):
 
 def test_mark_gives_records_an_old_time(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    jobs = freshness.jobs(("jit",))
+    jobs = all_jobs(("jit",))
     train = next(job for job in jobs if job.name == "train@jit")
     train.stamp_path.parent.mkdir(parents=True, exist_ok=True)
     train.stamp_path.write_text("{}")
@@ -154,7 +155,7 @@ class FakeChecker:
 
 def test_commit_current_commits_the_current_jobs_and_names_the_others(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    jobs = freshness.jobs(("jit",))
+    jobs = all_jobs(("jit",))
     committed, remembered = [], []
     monkeypatch.setattr(dvc_lock, "commit", lambda names: committed.append(names))
     monkeypatch.setattr(dvc_lock, "remember", lambda jobs: remembered.append(jobs))
@@ -178,7 +179,7 @@ def test_a_run_after_a_failure_names_nothing_it_did_not_record(tmp_path, monkeyp
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(dvc_lock, "commit", lambda names: None)
     checker = FakeChecker({"train@jit": ["no record"]})
-    dvc_lock.commit_current(checker, freshness.jobs(("jit",)), {"train@jit"}, succeeded=False)
+    dvc_lock.commit_current(checker, all_jobs(("jit",)), {"train@jit"}, succeeded=False)
     assert capsys.readouterr().err == ""  # the failure itself says why
 
 

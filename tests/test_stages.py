@@ -20,7 +20,8 @@ from conftest import ROOT, tiny_params_dict, write_params, write_raw
 from mnist_jax_pipeline import cli
 from mnist_jax_pipeline.config.params import schema
 from mnist_jax_pipeline.foundation import paths, variants
-from mnist_jax_pipeline.orchestration import commands, freshness, generate, stage_table
+from mnist_jax_pipeline.orchestration import commands, generate, stage_table
+from mnist_jax_pipeline.orchestration.jobs import code_files
 
 PACKAGE = "mnist_jax_pipeline"
 RECORD = """
@@ -223,7 +224,7 @@ def test_a_stages_declared_code_is_exactly_what_its_command_can_import(stage):
         path = Path("src", *name.split("."))
         wanted.add(path.with_suffix(".py") if (ROOT / path.with_suffix(".py")).is_file() else path / "__init__.py")
     root = ROOT / "src" / PACKAGE
-    declared = {f.relative_to(ROOT) for f in freshness.code_files(stage_table.get(stage), root)}
+    declared = {f.relative_to(ROOT) for f in code_files(stage_table.get(stage), root)}
     assert {f for f in declared if f.suffix == ".py"} == wanted, stage
     data = {f for f in declared if f.suffix != ".py"}
     assert all("templates" in f.parts for f in data) and bool(data) == (stage == "report")

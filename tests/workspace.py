@@ -173,11 +173,11 @@ def dvc_stale(ws: Path) -> set[str]:
 def downstream(ws: Path, names: set[str]) -> set[str]:
     """The stages `names` and every stage after them in the pipeline (what re-running them re-runs)."""
     from mnist_jax_pipeline.config.params import load
-    from mnist_jax_pipeline.orchestration import freshness
+    from mnist_jax_pipeline.orchestration.jobs import all_jobs
 
     params = load(ws / "params.yaml")
     found = set(names)
-    for job in freshness.jobs(params.variants):  # upstream first
+    for job in all_jobs(params.variants):  # upstream first
         if any(producer.name in found for producer, _ in job.producers(params.variants)):
             found.add(job.name)
     return found

@@ -71,10 +71,11 @@ def download_problems(project: Path) -> list[str]:
     """Why `project`'s data/raw is not the download stage's current output ([] when it is)."""
     from mnist_jax_pipeline.config.params import load
     from mnist_jax_pipeline.orchestration import freshness, stage_table
+    from mnist_jax_pipeline.orchestration.jobs import Job
 
     with contextlib.chdir(project):
         params = "params.yaml" if Path("params.yaml").is_file() else str(ROOT / "params.yaml")
-        return freshness.Checker(load(params)).problems(freshness.Job(stage_table.get("download")))
+        return freshness.Checker(load(params)).problems(Job(stage_table.get("download")))
 
 
 def download_wheels(folder: Path, pins: list[str], python_version: str, platform_tag: str) -> None:

@@ -1,9 +1,5 @@
-"""Writing outputs: claimed before the work, written under temporary names, put in place together.
-
-Each file or folder is written as `.tmp-<name>.<pid>.*` beside its place and renamed there; inside
-`together()` a command's outputs are put in place at its end, or not at all. A killed writer's
-leftovers are swept by the next write of the same path.
-"""
+"""Writing outputs: claimed before the work, written under temporary names beside their place, renamed
+there, inside `together()` all at the end or none. A killed writer's leftovers are swept by the next."""
 
 from __future__ import annotations
 
@@ -19,69 +15,39 @@ from ..foundation.errors import PipelineError
 
 TMP_PREFIX = ".tmp-"
 _OPEN: set[Path] = set()  # this process's temporary outputs not yet in place
-_PENDING: list[tuple[Path, Path, bool]] | None = None  # inside together(): (tmp, path, folder)
+_PENDING: list[tuple[Path, Path]] | None = None  # inside together(): (tmp, path)
 
 
-def _write_error(path: Path, err: OSError) -> PipelineError:
-    return PipelineError(f"{path}: cannot write ({err.strerror}); check the folder's permissions and free space")
-
-
-def _obstacle(path: Path, probe: bool) -> str | None:
-    """A file where one of `path`'s folders belongs, or (`probe`) a folder no file can be created in."""
-    folder = path.parent
-    while not folder.is_dir():
-        if folder.exists() or folder.is_symlink():
-            return f"{folder}: not a folder, and {path} is written in it; move it away or delete it, then run again"
-        folder = folder.parent
-    try:
-        if probe:
-            tempfile.TemporaryFile(dir=folder, prefix=f"{TMP_PREFIX}probe.").close()
-    except OSError as err:
-        return (
-            f"{folder}: cannot write ({err.strerror}), and {path} is written there; make it writable"
-            f" (chmod u+w {folder}) or run in a writable copy of the project"
-        )
-    return None
-
-
-def claim(
-    *outputs: str | Path,
-    probe: bool = True,
-    option: str = "",
-    command: str = "",
-    signature: str = "",
-    inside: str | None = None,
-) -> None:
-    """Refuse in one line, before any work, outputs that could not be written; a path given with `option`
-    must also be the command's own: new, or holding its `signature` (a folder: in its file `inside`)."""
+def claim(*outputs: str | Path, probe: bool = True, option: str = "", command: str = "", **owned: str) -> None:
+    """Refuse in one line, before any work, an output whose folder is a file or (`probe`) cannot be written;
+    a path given with `option` must also be the command's own (ownership.py; `owned`: its signature)."""
     for output in map(Path, outputs):
         if option:
             from .ownership import not_ours
 
-            why = not_ours(output, command, signature, inside)
+            why = not_ours(output, command, **owned)
             if why:
                 raise PipelineError(
                     f"{option} {output}: {why}; `mnist-pipeline {command}` writes only a new path or one it made"
                     " itself: choose another path"
                 )
-        problem = _obstacle(output, probe)
-        if problem:
-            raise PipelineError(problem)
+        folder = output.parent
+        while not folder.is_dir():
+            if folder.exists() or folder.is_symlink():
+                raise PipelineError(f"{folder}: not a folder, and {output} is written in it; move it away or delete it")
+            folder = folder.parent
+        try:
+            if probe:
+                tempfile.TemporaryFile(dir=folder, prefix=f"{TMP_PREFIX}probe.").close()
+        except OSError as err:
+            raise PipelineError(
+                f"{folder}: cannot write ({err.strerror}), and {output} is written there; make it writable"
+                f" (chmod u+w {folder}) or run in a writable copy of the project"
+            ) from err
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process
-        return True
-    return True
-
-
-def _temp_prefix(path: Path) -> str:
-    """`.tmp-<name>.<pid>.`: the writer's process id tells a later run an orphan when it sees one."""
-    return f"{TMP_PREFIX}{path.name}.{os.getpid()}."
+def _cannot_write(path: Path, err: OSError) -> PipelineError:
+    return PipelineError(f"{path}: cannot write ({err.strerror}); check the folder's permissions and free space")
 
 
 def _remove(tmp: Path) -> None:
@@ -91,12 +57,24 @@ def _remove(tmp: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        pass
+    return True
+
+
 def sweep(path: Path) -> None:
-    """Remove what a killed writer of `path` left beside it; put back an earlier folder set aside between
-    the two renames of its replacement if `path` is gone."""
+    """Remove what a killed writer of `path` left beside it (`.tmp-<name>.<dead pid>.*`); an earlier folder
+    set aside between the two renames of its replacement goes back if `path` is gone."""
     for orphan in sorted(path.parent.glob(f"{TMP_PREFIX}{path.name}.*")) if path.parent.is_dir() else []:
         pid = orphan.name[len(TMP_PREFIX) + len(path.name) + 1 :].split(".", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        with contextlib.suppress(OSError):
             if orphan.name.endswith(".old") and not path.exists():
                 os.replace(orphan, path)
             else:
@@ -108,68 +86,62 @@ def discard_temps(settle: float = 1.0) -> None:
     library's worker thread (TFDS's extraction, say) may still write into a folder removed once."""
     deadline = time.monotonic() + settle
     while _OPEN:
-        for tmp in list(_OPEN):
+        for tmp in _OPEN:
             _remove(tmp)
         if time.monotonic() > deadline:
             _OPEN.clear()
-        else:
-            time.sleep(0.05)
+        time.sleep(0.05)
 
 
-def _new_temp(path: Path, folder: bool) -> Path:
-    """An empty temporary file or folder beside `path`, registered for clean-up."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        sweep(path)
-        if folder:
-            tmp = Path(tempfile.mkdtemp(prefix=_temp_prefix(path), dir=path.parent))
-        else:
-            fd, name = tempfile.mkstemp(prefix=_temp_prefix(path), dir=path.parent)
-            os.close(fd)
-            tmp = Path(name)
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(tmp, (0o777 if folder else 0o666) & ~mask)
-    except OSError as err:
-        raise _write_error(path, err) from err
-    _OPEN.add(tmp)
-    return tmp
-
-
-def _put(tmp: Path, path: Path, folder: bool) -> None:
+def _put(tmp: Path, path: Path) -> None:
     """Rename `tmp` onto `path`; an earlier folder is set aside first and removed after."""
     try:
-        if not folder:
-            with open(tmp, "rb+") as handle:
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        elif not path.exists():
-            os.replace(tmp, path)
-        else:
-            old = path.with_name(f"{_temp_prefix(path)}old")
+        if tmp.is_dir() and path.exists():
+            old = path.with_name(f"{TMP_PREFIX}{path.name}.{os.getpid()}.old")
             os.replace(path, old)
             os.replace(tmp, path)
             shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, path)
     except OSError as err:
-        raise _write_error(path, err) from err
+        raise _cannot_write(path, err) from err
     _OPEN.discard(tmp)
 
 
 @contextlib.contextmanager
 def _atomic(path: Path, folder: bool) -> Iterator[Path]:
-    tmp = _new_temp(path, folder)
+    """A temporary file or folder beside `path`, named for this process, put at `path` once written."""
+    prefix = f"{TMP_PREFIX}{path.name}.{os.getpid()}."
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        sweep(path)
+        if folder:
+            tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=path.parent))
+        else:
+            handle, name = tempfile.mkstemp(prefix=prefix, dir=path.parent)
+            os.close(handle)
+            tmp = Path(name)
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, (0o777 if folder else 0o666) & ~mask)
+    except OSError as err:
+        raise _cannot_write(path, err) from err
+    _OPEN.add(tmp)
     try:
         yield tmp
     except BaseException as err:
         _remove(tmp)
         _OPEN.discard(tmp)
         if isinstance(err, OSError):
-            raise _write_error(path, err) from err
+            raise _cannot_write(path, err) from err
         raise
-    if _PENDING is not None:  # put in place with the command's other outputs
-        _PENDING.append((tmp, path, folder))
+    if not folder:
+        with open(tmp, "rb+") as written:
+            os.fsync(written.fileno())
+    if _PENDING is None:
+        _put(tmp, path)
     else:
-        _put(tmp, path, folder)
+        _PENDING.append((tmp, path))
 
 
 @contextlib.contextmanager
@@ -180,7 +152,7 @@ def together() -> Iterator[None]:
     if _PENDING is not None:  # already inside: the outer one puts them in place
         yield
         return
-    pending: list[tuple[Path, Path, bool]] = []
+    pending: list[tuple[Path, Path]] = []
     _PENDING = pending
     try:
         yield
@@ -188,7 +160,7 @@ def together() -> Iterator[None]:
         while pending:
             _put(*pending.pop(0))
     except BaseException:
-        for tmp, _, _ in pending:
+        for tmp, _ in pending:
             _remove(tmp)
             _OPEN.discard(tmp)
         raise
@@ -197,16 +169,14 @@ def together() -> Iterator[None]:
 
 
 def atomic_file(path: str | Path) -> contextlib.AbstractContextManager[Path]:
-    """A temporary path beside `path`; on success it is renamed onto `path`."""
     return _atomic(Path(path), folder=False)
 
 
 def atomic_dir(path: str | Path) -> contextlib.AbstractContextManager[Path]:
-    """An empty temporary folder beside `path`; on success it replaces `path` whole."""
+    """An empty folder that replaces `path` whole."""
     return _atomic(Path(path), folder=True)
 
 
 def write_text(path: str | Path, text: str) -> None:
-    """Write `text` as UTF-8, atomically."""
     with atomic_file(path) as tmp:
         tmp.write_text(text, encoding="utf-8")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import fnmatch
+import os
 import subprocess
 from pathlib import Path
 
@@ -48,9 +50,21 @@ def not_ours(target: Path, command: str, signature: str, inside: str | None = No
         return "tracked by git"
     if resolved.name == paths.POINT_PARAMS:
         return "a parameters file"
-    owner = paths.owner(target)
+    owner = owner_of(target)
     if owner is not None and owner != command:
         return f"an output of the '{owner}' stage"
     if not _made_by(target, signature, inside):
         return f"a {'folder' if target.is_dir() else 'file'} `mnist-pipeline {command}` did not make"
+    return None
+
+
+def owner_of(path: str | Path) -> str | None:
+    """The stage whose output `path` is, or lies inside (any variant), under the project root; else None."""
+    relative = Path(os.path.relpath(Path(path).resolve(), Path.cwd().resolve()))
+    if relative.parts[:1] == ("..",):
+        return None
+    candidates = [p.as_posix() for p in [relative, *relative.parents] if p != Path(".")]
+    for artefact in (*paths.ARTEFACTS, paths.Artefact(f"{paths.PROVENANCE}/*", "the pipeline")):
+        if any(fnmatch.fnmatchcase(p, artefact.path.replace("{variant}", "*")) for p in candidates):
+            return artefact.made_by
     return None

@@ -1,9 +1,5 @@
-"""params.yaml: its one typed declaration, read as DVC reads it, and checked in full.
-
-The models below declare every parameter's type and bounds and the rules across fields; the JSON
-schema in workflow/schemas/ is written from them. The file is read as YAML 1.2 (ruamel.yaml's safe
-loader, as DVC reads it), so `1e-3` is a number for both. Every refusal is one line naming the key.
-"""
+"""params.yaml: its one typed declaration, read as DVC reads it (YAML 1.2, so `1e-3` is a number for
+both), checked in full; every refusal is one line naming the key. The JSON schema is written from it."""
 
 from __future__ import annotations
 
@@ -26,17 +22,16 @@ from ..foundation.dataset_facts import IMAGE_PIXELS, NUM_CLASSES, SPLIT_SIZES
 from ..foundation.errors import PipelineError, clip, read_text
 
 DEFAULT_PARAMS = Path("params.yaml")
-SEED_MAX = 2**32 - 1  # JAX keys keep a seed's low 32 bits: 2**32 would give seed 0's key
 INT32_MAX = 2**31 - 1  # optax counts steps, and the scan loop epochs, in int32
 MAX_PARAMETERS = 100_000_000  # 400 MB of float32 weights, before gradients and optimizer state
 MAX_ACTIVATIONS = 2**29  # float32 elements of one batch's activations (2 GiB)
-MAX_FILE_BYTES = 2**20  # a params.yaml, preset or sweep file (a few KiB); /dev/zero is refused, not read forever
+MAX_FILE_BYTES = 2**20  # a params.yaml, preset or sweep file holds a few KiB; /dev/zero is refused
 
-Seed = Annotated[int, Field(ge=0, le=SEED_MAX, description="a PRNG seed, 0 to 2**32 - 1")]
+Seed = Annotated[int, Field(ge=0, le=2**32 - 1, description="a PRNG seed, 0 to 2**32 - 1")]
 PositiveInt = Annotated[int, Field(ge=1, le=INT32_MAX)]
+Fraction = Annotated[float, Field(ge=0, lt=1)]
 LayerSize = Annotated[int, Field(ge=1, le=16_384)]
-Dataset = Literal["mnist", "fashion_mnist"]
-VariantName = Literal[variants.names()]  # type: ignore[valid-type]  # the registry's names
+VariantName = Literal[variants.names()]  # type: ignore[valid-type]
 
 
 class Section(BaseModel):
@@ -46,40 +41,32 @@ class Section(BaseModel):
 
 
 class DataConfig(Section):
-    dataset: Dataset = Field(description="TFDS dataset name; both have SHA-256-pinned IDX files")
+    dataset: Literal["mnist", "fashion_mnist"] = Field(description="TFDS name; both have pinned IDX files")
 
 
 class PreprocessConfig(Section):
-    deskew: bool = Field(
-        description="shear each image upright about its centre of mass (stages/preprocess.py), before normalize"
-    )
+    deskew: bool = Field(description="shear each image upright about its centre of mass, before normalize")
     normalize: Literal["none", "unit", "standardize"]
     flatten: bool
-    validation_fraction: Annotated[float, Field(ge=0, lt=1)]
+    validation_fraction: Fraction
     max_train_examples: Annotated[int, Field(ge=0, le=INT32_MAX, description="0 keeps all")]
     seed: Seed
 
 
 class ModelConfig(Section):
     layer_sizes: Annotated[tuple[LayerSize, ...], Field(strict=False, min_length=2, max_length=10)]
-    init: Literal["normal", "he"] = Field(
-        description="normal: weights and biases init_scale * normal (the tutorial); he: weights"
-        " sqrt(2 / fan_in) * normal, biases zero"
-    )
-    init_scale: Annotated[float, Field(gt=0, le=10, description="the normal init's scale (unused by he)")]
-    output_init: Literal["same", "zeros"] = Field(
-        description="same: the output layer is initialised like the others; zeros: its weights and biases start at 0"
-    )
+    init: Literal["normal", "he"] = Field(description="normal: init_scale * normal (the tutorial); he: He-normal")
+    init_scale: Annotated[float, Field(gt=0, le=10, description="the normal init's scale")]
+    output_init: Literal["same", "zeros"] = Field(description="zeros: the output layer starts at 0")
     seed: Seed
 
     @model_validator(mode="after")
     def _fits_the_data(self) -> ModelConfig:
-        sizes = self.layer_sizes
+        sizes, count = self.layer_sizes, parameter_count(self.layer_sizes)
         if sizes[0] != IMAGE_PIXELS:
             raise ValueError(f"model.layer_sizes must start at {IMAGE_PIXELS} (28x28 pixels), not {sizes[0]}")
         if sizes[-1] != NUM_CLASSES:
             raise ValueError(f"model.layer_sizes must end at {NUM_CLASSES} (the class count), not {sizes[-1]}")
-        count = parameter_count(sizes)
         if count > MAX_PARAMETERS:
             raise ValueError(f"model.layer_sizes make {count:,} parameters; at most {MAX_PARAMETERS:,} are supported")
         return self
@@ -88,15 +75,14 @@ class ModelConfig(Section):
 class TrainConfig(Section):
     optimizer: Literal["sgd", "momentum", "adam"]
     step_size: Annotated[float, Field(gt=0, description="the step size, or the peak of a schedule")]
-    momentum: Annotated[float, Field(ge=0, lt=1, description="momentum's decay; Adam's b1")]
-    beta2: Annotated[float, Field(ge=0, lt=1, description="Adam's b2 (second-moment decay)")]
-    nesterov: bool = Field(description="Nesterov momentum, for momentum and adam (sgd has no momentum)")
+    momentum: Annotated[Fraction, Field(description="momentum's decay; Adam's b1")]
+    beta2: Annotated[Fraction, Field(description="Adam's b2")]
+    nesterov: bool = Field(description="Nesterov momentum, for momentum and adam")
     schedule: Literal["constant", "cosine", "onecycle"] = Field(
-        description="constant; cosine: decay to 0 over all steps; onecycle: linear warm-up from 0 to"
-        " step_size over warmup_fraction of the steps, then linear decay to 0"
+        description="cosine: decay to 0; onecycle: warm up over warmup_fraction of the steps, then decay to 0"
     )
-    warmup_fraction: Annotated[float, Field(ge=0, le=1, description="share of the steps onecycle warms up over")]
-    label_smoothing: Annotated[float, Field(ge=0, lt=1, description="targets (1 - s) * one_hot + s / classes")]
+    warmup_fraction: Annotated[float, Field(ge=0, le=1)]
+    label_smoothing: Annotated[Fraction, Field(description="targets (1 - s) * one_hot + s / classes")]
     batch_size: PositiveInt
     epochs: PositiveInt
     shuffle: bool
@@ -105,12 +91,7 @@ class TrainConfig(Section):
 
 class ProfileConfig(Section):
     top_allocations: Annotated[int, Field(ge=1, le=10_000)]
-    trace_steps: Annotated[
-        int,
-        Field(
-            ge=1, le=200, description="training steps traced per variant (jit_scan: the whole epochs that cover them)"
-        ),
-    ]
+    trace_steps: Annotated[int, Field(ge=1, le=200, description="training steps traced (jit_scan: whole epochs)")]
 
 
 class Params(Section):
@@ -123,26 +104,26 @@ class Params(Section):
 
     @model_validator(mode="after")
     def _consistent(self) -> Params:
+        train_count, _ = split_sizes(SPLIT_SIZES[self.data.dataset]["train"], self.preprocess)
+        batch = min(self.train.batch_size, train_count)
+        steps = math.ceil(train_count / self.train.batch_size) * self.train.epochs
         if len(set(self.variants)) != len(self.variants):
             raise ValueError("variants: a variant is listed twice; list each once")
-        train_count, _ = split_sizes(SPLIT_SIZES[self.data.dataset]["train"], self.preprocess)
         if train_count < 1:
             raise ValueError(
                 "preprocess.validation_fraction: no training example is left after max_train_examples"
                 f" ({self.preprocess.max_train_examples}) and the validation split; lower validation_fraction"
                 " or raise max_train_examples"
             )
-        steps = math.ceil(train_count / self.train.batch_size) * self.train.epochs
         if steps > INT32_MAX:
             raise ValueError(
                 f"train: {steps:,} steps in all (epochs x batches) exceed {INT32_MAX:,};"
                 " lower train.epochs or raise train.batch_size"
             )
-        activations = min(self.train.batch_size, train_count) * sum(self.model.layer_sizes)
-        if activations > MAX_ACTIVATIONS:
+        if batch * sum(self.model.layer_sizes) > MAX_ACTIVATIONS:
             raise ValueError(
-                f"train.batch_size: a batch of {min(self.train.batch_size, train_count):,} holds"
-                f" {activations:,} activations, more than {MAX_ACTIVATIONS:,}; lower it"
+                f"train.batch_size: a batch of {batch:,} holds {batch * sum(self.model.layer_sizes):,}"
+                f" activations, more than {MAX_ACTIVATIONS:,}; lower it"
             )
         return self
 
@@ -150,14 +131,13 @@ class Params(Section):
         return self.model_dump(mode="json")
 
     def digest(self, *sections: str) -> str:
-        """SHA-256 of the canonical JSON of the given top-level sections (all when none are given)."""
+        """SHA-256 of the canonical JSON of the given sections (all when none are given)."""
         values = self.to_dict()
         chosen = {key: values[key] for key in sections} if sections else values
-        canonical = json.dumps(chosen, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode()).hexdigest()
+        return hashlib.sha256(json.dumps(chosen, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-SECTIONS = tuple(Params.model_fields)  # the params.yaml sections
+SECTIONS = tuple(Params.model_fields)
 
 
 def parameter_count(layer_sizes: tuple[int, ...]) -> int:
@@ -173,39 +153,33 @@ def split_sizes(available: int, config: PreprocessConfig) -> tuple[int, int]:
 
 
 def schema() -> dict[str, Any]:
-    """The JSON schema of params.yaml, as committed in workflow/schemas/params.schema.json."""
     return Params.model_json_schema()
-
-
-def _key(loc: tuple[int | str, ...]) -> str:
-    return ".".join(str(part) for part in loc)
 
 
 def _describe(error: ErrorDetails) -> str:
     """One line: the dotted key at fault and what is allowed there."""
     loc, kind, ctx, value = error["loc"], error["type"], error.get("ctx", {}), error.get("input")
-    key, shown = clip(_key(loc)), clip(json.dumps(value, default=str))  # a long value is cut, not echoed whole
-    allowed = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
-    whole = ""
-    if isinstance(value, float) and math.isfinite(value):
-        whole = "; write it without a decimal point" if value.is_integer() else "; write a whole number"
-    elif isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value.strip()):
-        whole = "; write it without quotes"
+    key, shown = clip(".".join(map(str, loc))), clip(json.dumps(value, default=str))
     if kind == "extra_forbidden":
         section: Any = Params
         for part in loc[:-1]:
             section = section.model_fields[str(part)].annotation
         return f"unknown key '{key}'; allowed keys here: {', '.join(sorted(section.model_fields))}"
-    if kind == "missing":
-        return f"{key}: missing; add it (docs/parameters.md lists every key)"
-    if kind == "value_error":  # the rules below name their keys themselves
+    if kind == "value_error":  # the rules above name their keys themselves
         return error["msg"].removeprefix("Value error, ")
+    whole = ""
+    if isinstance(value, float) and math.isfinite(value):
+        whole = "; write it without a decimal point" if value.is_integer() else "; write a whole number"
+    elif isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value.strip()):
+        whole = "; write it without quotes"
+    allowed = ", ".join(json.dumps(a) for a in re.findall(r"'([^']*)'", str(ctx.get("expected", ""))))
     messages = {
+        "missing": "missing; add it (docs/parameters.md lists every key)",
         "int_type": f"{shown} is not an integer{whole}",
         "float_type": f"{shown} is not a number",
         "bool_type": f"{shown} is not a boolean; write true or false",
         "finite_number": f"{shown} is not a finite number",
-        "literal_error": f"{shown} is not allowed; use one of {', '.join(map(json.dumps, allowed))}",
+        "literal_error": f"{shown} is not allowed; use one of {allowed}",
         "greater_than_equal": f"{shown} is less than the minimum of {ctx.get('ge')}",
         "greater_than": f"{shown} must be greater than {ctx.get('gt')}",
         "less_than_equal": f"{shown} is more than the maximum of {ctx.get('le')}",
@@ -220,7 +194,7 @@ def _describe(error: ErrorDetails) -> str:
 
 
 def validate(raw: Any, source: str = "params.yaml") -> Params:
-    """Validate raw parameters; raise PipelineError with one line naming the key."""
+    """Validate raw parameters; one line naming the key where they are not valid."""
     if not isinstance(raw, dict):
         raise PipelineError(
             f"{source}: expected a mapping of section names to parameters"
@@ -229,37 +203,36 @@ def validate(raw: Any, source: str = "params.yaml") -> Params:
     try:
         return Params.model_validate(raw)
     except ValidationError as err:
-        errors = err.errors()
         # the most specific error: a bad item before the list's length it caused, a present key before a missing one
-        first = min(errors, key=lambda e: (e["type"] == "missing", e["type"] == "too_short", len(e["loc"])))
+        first = min(err.errors(), key=lambda e: (e["type"] == "missing", e["type"] == "too_short", len(e["loc"])))
         raise PipelineError(f"{source}: {_describe(first)}") from err
 
 
-def read_yaml(path: str | Path, missing: str = "run from the project root or pass --params") -> Any:
-    """A YAML file read as DVC reads params.yaml: YAML 1.2, ruamel.yaml's safe loader, UTF-8.
-    `missing` is the fix an absent file's message gives."""
-    return parse_yaml(yaml_text(path, missing), path)
-
-
 def yaml_text(path: str | Path, missing: str = "run from the project root or pass --params") -> str:
-    """The UTF-8 text of a parameters, preset or sweep file; one line naming it if it cannot be read
-    or holds more than MAX_FILE_BYTES."""
-    return read_text(path, missing, "save the file as UTF-8", read=_read_capped)
+    """The UTF-8 text of a parameters, preset or sweep file, refused over MAX_FILE_BYTES (a device or a pipe
+    once one byte more is read)."""
+
+    def capped(file: Path) -> bytes:
+        with open(file, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            too_large = stat.S_ISREG(info.st_mode) and info.st_size > MAX_FILE_BYTES
+            data = b"" if too_large else handle.read(MAX_FILE_BYTES + 1)
+        if too_large or len(data) > MAX_FILE_BYTES:
+            raise PipelineError(
+                f"{file}: more than {MAX_FILE_BYTES // 2**20} MiB, the most a parameters, preset or sweep file"
+                " may hold; check the path"
+            )
+        return data
+
+    return read_text(path, missing, "save the file as UTF-8", read=capped)
 
 
-def _read_capped(path: Path) -> bytes:
-    """A file's bytes, refused if more than MAX_FILE_BYTES: a regular file by its size, before it is read;
-    anything else (a device, a pipe) once one byte more has been read."""
-    with open(path, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        too_large = stat.S_ISREG(info.st_mode) and info.st_size > MAX_FILE_BYTES
-        data = b"" if too_large else handle.read(MAX_FILE_BYTES + 1)
-    if too_large or len(data) > MAX_FILE_BYTES:
-        raise PipelineError(
-            f"{path}: more than {MAX_FILE_BYTES // 2**20} MiB, the most a parameters, preset or sweep"
-            " file may hold; check the path"
-        )
-    return data
+def _set_in(node: Any, key: str = "") -> str | None:
+    """The dotted key of the first set in a loaded YAML document: its values would reach a stage in any order."""
+    if isinstance(node, set | frozenset):
+        return key
+    children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    return next((f for n, c in children if (f := _set_in(c, f"{key}.{n}" if key else str(n))) is not None), None)
 
 
 def parse_yaml(text: str, path: str | Path) -> Any:
@@ -275,33 +248,24 @@ def parse_yaml(text: str, path: str | Path) -> Any:
     except RecursionError:
         raise PipelineError(f"{path}: nested too deeply to read; fix the syntax") from None
     where = _set_in(data)
-    if where is not None:  # a set has no order: its values would reach the stages in any order
-        raise PipelineError(
-            f"{path}: {clip(where) or '(top level)'}: a set (!!set) has no order; write a list [a, b, ...]"
-        )
+    if where is not None:
+        where = clip(where) or "(top level)"
+        raise PipelineError(f"{path}: {where}: a set (!!set) has no order; write a list [a, b, ...]")
     return data
 
 
-def _set_in(node: Any, key: str = "") -> str | None:
-    """The dotted key of the first set in a loaded YAML document, or None."""
-    if isinstance(node, set | frozenset):
-        return key
-    children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-    for name, child in children:
-        found = _set_in(child, f"{key}.{name}" if key else str(name))
-        if found is not None:
-            return found
-    return None
+def read_yaml(path: str | Path, missing: str = "run from the project root or pass --params") -> Any:
+    """A YAML file read as DVC reads params.yaml; `missing` is the fix an absent file's line gives."""
+    return parse_yaml(yaml_text(path, missing), path)
 
 
 def load(path: str | Path = DEFAULT_PARAMS) -> Params:
-    """Read and validate a params file (once per process while the file stays as it is)."""
+    """Read and validate a params file, once per process while the file stays as it is."""
     try:
         info = os.stat(path)
-        key = (info.st_ino, info.st_size, info.st_mtime_ns)
     except OSError:
-        key = None
-    return _load(str(path), key) if key else validate(read_yaml(path), source=str(path))
+        return validate(read_yaml(path), source=str(path))
+    return _load(str(path), (info.st_ino, info.st_size, info.st_mtime_ns))
 
 
 @functools.lru_cache(maxsize=8)
@@ -311,5 +275,4 @@ def _load(path: str, key: tuple[int, int, int]) -> Params:
 
 def main(args: argparse.Namespace) -> None:
     """`mnist-pipeline check`: validate the parameters file."""
-    params = load(args.params)
-    print(f"{args.params}: valid (sha256 {params.digest()[:12]})")
+    print(f"{args.params}: valid (sha256 {load(args.params).digest()[:12]})")

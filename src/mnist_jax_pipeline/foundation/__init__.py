@@ -1,3 +1,1 @@
-"""The foundation every other package stands on: errors, paths, the variants' names, numerics and
-determinism (runtime), the console's lines, the dataset's fixed facts and text-file reading. It
-imports nothing else of the package."""
+"""What every other package stands on; it imports nothing else of the package."""

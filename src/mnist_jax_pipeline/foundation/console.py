@@ -1,4 +1,4 @@
-"""What a stage says, and under which name: `HH:MM:SS LEVEL train@jit message` on stderr.
+"""What a command says, and under which name: `HH:MM:SS LEVEL train@jit message` on stderr.
 
 Under Snakemake, whose rules name the job's log file in MNIST_PIPELINE_LOG, every line goes to that
 file too, and the details (the profile's op table, say) go there only.
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .errors import PipelineError
 
-LOG_ENV = "MNIST_PIPELINE_LOG"  # the job's log file, set by the Snakemake rules
+LOG_ENV = "MNIST_PIPELINE_LOG"
 SWEEPS = Path("sweeps")  # sweep points live in sweeps/<sweep>/<point>/
 HANDLER = "mnist-pipeline"  # the name of the handlers configure() installs, so a second call replaces them
 NOISY = ("absl", "jax._src", "matplotlib", "PIL", "tensorflow")  # heard from at WARNING and above
@@ -23,16 +23,15 @@ details = logging.getLogger("mnist_jax_pipeline.details")
 
 def job_label(stage: str, variant: str | None = None, root: str | Path = ".") -> str:
     """`stage@variant`, with the sweep point (its folder under sweeps/) or the other root in brackets."""
-    name = f"{stage}@{variant}" if variant else stage
-    where = Path(root)
+    name, where = f"{stage}@{variant}" if variant else stage, Path(root)
     if where == Path("."):
         return name
     return f"{name} [{(where.relative_to(SWEEPS) if SWEEPS in where.parents else where).as_posix()}]"
 
 
 class OneLinePluginError(logging.Filter):
-    """JAX logs a backend plugin that cannot start (a CUDA build without a GPU) with its traceback, then runs
-    on the CPU: one warning line says so instead."""
+    """A JAX backend plugin that cannot start (a CUDA build without a GPU) is one warning line, not a
+    traceback: JAX runs on the CPU then."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.exc_info and record.exc_info[1] is not None:
@@ -41,6 +40,14 @@ class OneLinePluginError(logging.Filter):
             record.exc_info = record.exc_text = None
             record.levelno, record.levelname = logging.WARNING, "WARNING"
         return True
+
+
+def log_file() -> Path | None:
+    """The job's log file (MNIST_PIPELINE_LOG), which must be a `.log` file; None when unset."""
+    setting = os.environ.get(LOG_ENV)
+    if setting and (not setting.endswith(".log") or (Path(setting).exists() and not Path(setting).is_file())):
+        raise PipelineError(f"{LOG_ENV}={setting}: not a .log file; unset it (the Snakemake rules set it per job)")
+    return Path(setting) if setting else None
 
 
 def _install(logger: logging.Logger, handlers: list[logging.Handler]) -> None:
@@ -52,32 +59,19 @@ def _install(logger: logging.Logger, handlers: list[logging.Handler]) -> None:
         logger.addHandler(handler)
 
 
-def log_file() -> Path | None:
-    """The job's log file (MNIST_PIPELINE_LOG), which must be a `.log` file; None when unset."""
-    setting = os.environ.get(LOG_ENV)
-    if not setting:
-        return None
-    path = Path(setting)
-    if path.suffix != ".log" or (path.exists() and not path.is_file()):
-        raise PipelineError(f"{LOG_ENV}={setting}: not a .log file; unset it (the Snakemake rules set it per job)")
-    return path
-
-
 def configure(label: str, verbose: bool = False) -> None:
     """Log lines naming the job on stderr, and into the job's log file when there is one; libraries quiet."""
     fmt = logging.Formatter(f"%(asctime)s %(levelname)s {label.replace('%', '%%')} %(message)s", "%H:%M:%S")
-    root = logging.getLogger()
-    root.setLevel(logging.DEBUG if verbose else logging.INFO)
-    on_console = logging.StreamHandler(sys.stderr)
-    into_log = None
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     with contextlib.suppress(PipelineError):  # a bad setting is refused as the command starts (run.stage)
         path = log_file()
-        into_log = logging.FileHandler(path, mode="a", encoding="utf-8", delay=True) if path else None
-    for handler in filter(None, (on_console, into_log)):
+        handlers += [logging.FileHandler(path, mode="a", encoding="utf-8", delay=True)] if path else []
+    for handler in handlers:
         handler.setFormatter(fmt)
-    _install(root, [h for h in (on_console, into_log) if h])
-    details.propagate = into_log is None
-    _install(details, [into_log] if into_log else [])
+    logging.getLogger().setLevel(logging.DEBUG if verbose else logging.INFO)
+    _install(logging.getLogger(), handlers)
+    details.propagate = len(handlers) == 1
+    _install(details, handlers[1:])
     for noisy in NOISY:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     jax_bridge = logging.getLogger("jax._src.xla_bridge")
@@ -86,7 +80,7 @@ def configure(label: str, verbose: bool = False) -> None:
 
 
 def say(line: str) -> None:
-    """A line of the command's own (its error, its stop) on stderr and in the job's log file."""
+    """A command's own line (its error, its stop) on stderr and in the job's log file."""
     print(line, file=sys.stderr)
     with contextlib.suppress(PipelineError, OSError):
         path = log_file()

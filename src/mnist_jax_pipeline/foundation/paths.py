@@ -6,8 +6,6 @@ A folder artefact names the files inside it that Snakemake declares (DVC tracks 
 
 from __future__ import annotations
 
-import fnmatch
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -128,15 +126,3 @@ PIPELINE_WRITES = (
     *(a.path.replace("{variant}", "*") for a in ARTEFACTS if a.in_git),
     *sorted({f"{Path(a.path).parent.as_posix()}/.gitignore" for a in ARTEFACTS} | {f"{PROVENANCE}/.gitignore"}),
 )
-
-
-def owner(path: str | Path) -> str | None:
-    """The stage whose output `path` is, or lies inside (any variant), under the project root; else None."""
-    relative = Path(os.path.relpath(Path(path).resolve(), Path.cwd().resolve()))
-    if relative.parts[:1] == ("..",):
-        return None
-    candidates = [p.as_posix() for p in [relative, *relative.parents] if p != Path(".")]
-    for artefact in (*ARTEFACTS, Artefact(f"{PROVENANCE}/*", "the pipeline")):
-        if any(fnmatch.fnmatchcase(p, artefact.path.replace("{variant}", "*")) for p in candidates):
-            return artefact.made_by
-    return None

@@ -12,26 +12,22 @@ from ..foundation import paths, variants
 
 @dataclass(frozen=True)
 class Option:
-    flag: str
+    flag: str  # without a leading '-': a positional argument
     help: str
-    default: str | None = None  # None: the option is required (or, with switch, absent means off)
+    default: str | None = None  # None: the option is required
     choices: tuple[str, ...] | None = None
     switch: bool = False  # an on/off flag that takes no value
 
     def add_to(self, parser: argparse.ArgumentParser) -> None:
-        if not self.flag.startswith("-"):  # a positional argument
+        if not self.flag.startswith("-"):
             parser.add_argument(self.flag, metavar=self.flag.upper(), help=self.help)
-            return
-        if self.switch:
+        elif self.switch:
             parser.add_argument(self.flag, action="store_true", help=self.help)
-            return
-        parser.add_argument(
-            self.flag,
-            default=self.default,
-            choices=self.choices,
-            required=self.default is None,
-            help=f"{self.help} (default: {self.default})" if self.default else self.help,
-        )
+        else:
+            shown = f"{self.help} (default: {self.default})" if self.default else self.help
+            parser.add_argument(
+                self.flag, default=self.default, choices=self.choices, required=self.default is None, help=shown
+            )
 
 
 @dataclass(frozen=True)
@@ -42,7 +38,7 @@ class Command:
     hidden: bool = False  # run by the orchestrators, not by hand: left out of the command list
 
     def function(self) -> Callable[[argparse.Namespace], None]:
-        """The function that runs the command, its module imported now."""
+        """The function that runs the command, its module imported now (a command loads only what it uses)."""
         module, _, name = self.module.partition(":")
         return getattr(importlib.import_module(f"{__package__.rpartition('.')[0]}.{module}"), name or "main")
 

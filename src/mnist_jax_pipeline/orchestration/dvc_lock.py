@@ -14,7 +14,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..artefacts import atomic
-from .freshness import Checker, Job
+from .freshness import Checker
+from .jobs import Job
 
 DVC_LOCK = Path("dvc.lock")
 REPOSITORY_LOCK = Path(".dvc/tmp/lock")  # DVC's own: one DVC command at a time in a checkout

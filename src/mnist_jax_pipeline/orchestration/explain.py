@@ -22,7 +22,8 @@ from ..foundation import console, paths, variants
 from ..foundation.errors import PipelineError
 from . import stage_table
 from .commands import COMMANDS
-from .freshness import CODE_ROOT, Checker, Job
+from .freshness import Checker
+from .jobs import CODE_ROOT, Job
 
 SHORT = 8  # hex digits of a digest shown
 CODE_SHOWN = 3  # code files named

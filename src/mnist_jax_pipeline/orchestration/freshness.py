@@ -1,88 +1,16 @@
-"""Whether a job's outputs are current, decided by content, the same way for every tool.
-
-A job is current when its provenance record lists exactly the files at its outputs, with their digests,
-and it was made from what it would be made from now: the same params.yaml sections, code and inputs,
-these being the outputs of current jobs in turn (docs/orchestrators.md).
-"""
+"""Whether a job's outputs are current, by content, the same way for every tool: its record lists the
+files at its outputs, and it was made from the params, code and inputs it would be made from now."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from ..artefacts import atomic
-from ..artefacts.provenance import Execution, Hashes, Stamp, files_under
-from ..config.params import Params
 from ..foundation.errors import PipelineError
-from . import stage_table
-
-PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the package that runs
-CODE_ROOT = Path("src") / PACKAGE_DIR.name  # the checkout's package, relative to the project root
-RUNTIME_LOCK = Path("requirements/runtime.txt")  # the locked runtime versions: every stage's dependency
-# what a record names with its version: the packages the stages import, the project itself, the tools that run it
-RECORDED_VERSIONS = ("jax", "jaxlib", "numpy", "optax", "safetensors", "tensorflow-datasets", "matplotlib")
-RECORDED_VERSIONS += ("mnist-jax-pipeline", "snakemake", "dvc")
-SHOWN = 3  # files named per problem
-
-
-@dataclass(frozen=True)
-class Job:
-    """One run of a stage: `train@jit` under `root` (a sweep point's folder, or the project root)."""
-
-    stage: stage_table.Stage
-    variant: str | None = None
-    root: Path = Path(".")
-
-    @property
-    def name(self) -> str:
-        return f"{self.stage.name}@{self.variant}" if self.variant else self.stage.name
-
-    @property
-    def stamp_path(self) -> Path:
-        return self.stage.stamp.at(self.variant, self.root)
-
-    def outputs(self) -> list[Path]:
-        """The files and folders it writes, its record aside."""
-        return [a.at(self.variant, self.root) for a in self.stage.artefacts]
-
-    def producers(self, variants: Iterable[str]) -> list[tuple[Job, list[Path]]]:
-        """The jobs whose outputs it reads, each with the paths it reads of them."""
-        found: dict[Job, list[Path]] = {}
-        for artefact in self.stage.inputs:
-            maker = stage_table.get(artefact.made_by)
-            root = Path(".") if maker.name in stage_table.SHARED else self.root
-            names = ([self.variant] if self.stage.per_variant else list(variants)) if artefact.per_variant else [None]
-            for variant in names:
-                found.setdefault(Job(maker, variant, root), []).append(artefact.at(variant, root))
-        return list(found.items())
-
-    def fix(self) -> str:
-        """The commands that run it again."""
-        if self.root != Path("."):
-            return "re-run the sweep: snakemake --cores all sweeps (or dvc exp run for its point)"
-        return f"re-run '{self.name}': snakemake --cores all, or dvc repro -f -s {self.name}"
-
-
-def jobs(variants: Iterable[str], root: Path = Path(".")) -> list[Job]:
-    """Every job of the pipeline, upstream first."""
-    variants = tuple(variants)
-    return [Job(stage, v, root) for stage in stage_table.STAGES for v in (variants if stage.per_variant else (None,))]
-
-
-def code_files(stage: stage_table.Stage, root: Path) -> list[Path]:
-    """The files of the package at `root` that the stage's command runs or reads, with the __init__.py of
-    every package above them (importing a module runs those)."""
-    found: set[Path] = set()
-    for name in f"{stage_table.CORE} {stage.code}".split():
-        found.update(files_under(root / name))
-        found.update(root / parent / "__init__.py" for parent in [*Path(name).parents])
-    return sorted(found)
+from .jobs import Job, Recorder
 
 
 def _first_difference(old: Any, new: Any, key: str) -> str | None:
@@ -94,51 +22,16 @@ def _first_difference(old: Any, new: Any, key: str) -> str | None:
 
 
 def _changed(first: Path, made: str, now: dict[str, str], recorded: dict[str, str]) -> list[str]:
-    """One problem naming the files whose digests differ from the record's, [] when none does."""
+    """One problem naming (three of) the files whose digests differ from the record's."""
     changed = sorted(f for f in {*now, *recorded} if now.get(f) != recorded.get(f))
-    more = " ..." if len(changed) > SHOWN else ""
-    return [f"{first}: made {made} ({', '.join(changed[:SHOWN])}{more} changed)"] if changed else []
-
-
-def _version(name: str) -> str:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return "not installed"
+    return [f"{first}: made {made} ({', '.join(changed[:3])}{' ...' * (len(changed) > 3)} changed)"] if changed else []
 
 
 @dataclass
-class Checker:
-    """Checks jobs against the files as they are; each digest is computed once."""
+class Checker(Recorder):
+    """Checks jobs against the files as they are: why one is not current, and whether a stage may run."""
 
-    params: Params
-    params_path: str = "params.yaml"
-    hashes: Hashes = field(default_factory=Hashes)
-    _code: dict[str, dict[str, str]] = field(default_factory=dict)
     _problems: dict[Job, list[str]] = field(default_factory=dict)
-
-    def code(self, stage: stage_table.Stage) -> dict[str, str]:
-        """{code file: digest} of what the stage runs: the checkout's package, else the installed one."""
-        if stage.name not in self._code:
-            root = CODE_ROOT if CODE_ROOT.is_dir() else PACKAGE_DIR
-            found = {(CODE_ROOT / f.relative_to(root)).as_posix(): self.hashes.of(f) for f in code_files(stage, root)}
-            if root == CODE_ROOT and RUNTIME_LOCK.is_file():
-                found[RUNTIME_LOCK.as_posix()] = self.hashes.of(RUNTIME_LOCK)
-            self._code[stage.name] = found
-        return self._code[stage.name]
-
-    def inputs(self, job: Job) -> dict[str, str]:
-        return self.hashes.tree(p for _, read in job.producers(self.params.variants) for p in read)
-
-    def made_from(self, job: Job) -> dict[str, Any]:
-        values = self.params.to_dict()
-        return {section: values[section] for section in job.stage.params}
-
-    def read(self, job: Job) -> Stamp | None:
-        try:
-            return Stamp.model_validate_json(job.stamp_path.read_bytes())
-        except (OSError, ValueError, ValidationError):
-            return None
 
     def problems(self, job: Job) -> list[str]:
         """Why the job's outputs are not current, first things first; [] when they are."""
@@ -187,31 +80,6 @@ class Checker:
             if found:
                 raise PipelineError(f"{found[0]}; {upstream.fix()}")
         return self.inputs(job)
-
-    def check_installed(self, stage: stage_table.Stage) -> None:
-        """Refuse to run other code than the checkout's: the record would name code that did not run."""
-        if not CODE_ROOT.is_dir() or CODE_ROOT.resolve() == PACKAGE_DIR:
-            return
-        for name, digest in self.code(stage).items():
-            installed = PACKAGE_DIR / Path(name).relative_to(CODE_ROOT) if CODE_ROOT in Path(name).parents else None
-            if installed is not None and (not installed.is_file() or self.hashes.of(installed) != digest):
-                raise PipelineError(
-                    f"{name}: differs from the installed package ({installed}); install the"
-                    " checkout's code: pip install -e . (or rebuild the image)"
-                )
-
-    def write(self, job: Job, inputs: dict[str, str], execution: Execution | None = None) -> None:
-        """Write the job's record, once its outputs are in place."""
-        stamp = Stamp(
-            stage=job.name,
-            params=self.made_from(job),
-            code=self.code(job.stage),
-            inputs=inputs,
-            outputs=self.hashes.tree(job.outputs()),
-            versions={name: _version(name) for name in RECORDED_VERSIONS},
-            run=execution,
-        )
-        atomic.write_text(job.stamp_path, stamp.model_dump_json(indent=2, exclude_none=True) + "\n")
 
     def stale(self, candidates: Iterable[Job]) -> dict[Job, list[str]]:
         """{job: its problems} of the jobs that are not current."""

@@ -18,7 +18,7 @@ from ..artefacts.atomic import write_text
 from ..config.params import schema
 from ..foundation import paths
 from ..foundation.errors import PipelineError
-from .freshness import CODE_ROOT, RUNTIME_LOCK, code_files
+from .jobs import CODE_ROOT, RUNTIME_LOCK, code_files
 from .stage_table import POINT_STAGES, SHARED, STAGES, Stage, get
 
 HEADER = (

@@ -1,9 +1,5 @@
-"""Running one `mnist-pipeline` command: a stage's checks before it, its outputs and record after it.
-
-`stage()` checks the records upstream (hashing their files while the stage imports its code), claims
-the outputs, puts them in place together and writes the job's provenance record last. `Outcome` makes a
-failure the user can act on, or a stop signal, one line, the temporary outputs removed.
-"""
+"""Running one `mnist-pipeline` command: `stage()` checks the records upstream, claims the outputs, puts
+them in place together and writes the job's record last; `Outcome` makes a failure or a stop one line."""
 
 from __future__ import annotations
 
@@ -30,7 +26,7 @@ from ..foundation.errors import PipelineError, clip
 from ..foundation.numerics import set_numerics
 from . import stage_table
 from .commands import Command
-from .freshness import Checker, Job
+from .jobs import Job, Recorder
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, `timeout` or Slurm, a closed terminal
 
@@ -50,8 +46,8 @@ def _raise_stopped(signum: int, frame: object) -> None:
 
 
 def _stop_with_parent(parent: int) -> None:
-    """Stop as on SIGTERM once the process that started this one is gone: a stage never writes after its
-    orchestrator has gone (PR_SET_PDEATHSIG would follow the parent's thread, not its process)."""
+    """Stop as on SIGTERM once the process that started this one is gone (PR_SET_PDEATHSIG would follow the
+    parent's thread): a stage never writes after its orchestrator has gone."""
     while os.getppid() == parent:
         time.sleep(0.1)
     os.kill(os.getpid(), signal.SIGTERM)
@@ -125,7 +121,6 @@ class Outcome:
 
 
 def now() -> str:
-    """The time now, ISO 8601 in UTC to the millisecond."""
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
@@ -136,8 +131,8 @@ def running_tool() -> str:
     return "dvc" if os.environ.get("DVC_STAGE") else "mnist-pipeline"
 
 
-def job_for(args: argparse.Namespace, checker: Checker) -> Job | None:
-    """The pipeline job a command runs, or None (not a stage, or its outputs moved off the table's paths)."""
+def job_for(args: argparse.Namespace, checker: Recorder) -> Job | None:
+    """The job a stage's command runs, or None when its outputs are moved off the table's paths."""
     stage = next(s for s in stage_table.STAGES if s.command == args.command)
     defaults = {"out": stage.outputs[0].path, "raw": paths.RAW.path, "processed": paths.PROCESSED.path}
     if any(getattr(args, key, default) != default for key, default in defaults.items()):
@@ -156,21 +151,20 @@ def job_for(args: argparse.Namespace, checker: Checker) -> Job | None:
 
 @contextlib.contextmanager
 def stage(args: argparse.Namespace, command: Command) -> Iterator[Callable[[argparse.Namespace], None]]:
-    """The command's function, its outputs put in place together; for a stage, inside its checks, and its
-    provenance record written last."""
+    """The command's function, its outputs put in place together; a stage's inside its checks and record."""
     set_numerics()  # before any stage starts a JAX backend
     console.log_file()  # a setting that is not a log file is refused
     started, clock = now(), time.perf_counter()
     if getattr(args, "root", ".") != ".":
         atomic.claim(args.root, option="--root", command=args.command)
     is_stage = any(s.command == args.command for s in stage_table.STAGES)
-    checker = Checker(load(args.params), str(args.params)) if is_stage else None
+    checker = Recorder(load(args.params), str(args.params)) if is_stage else None
     job = job_for(args, checker) if checker else None
     if checker is None or job is None:
         with atomic.together():
             yield command.function()
         return
-    upstream = [p for producer in checker.ancestors(job) for p in producer.outputs()]
+    upstream = [p for producer, _ in job.producers(checker.params.variants) for p in producer.outputs()]
     hashing = threading.Thread(target=checker.hashes.prefetch, args=(upstream,), daemon=True)
     hashing.start()
     spent = time.perf_counter() - clock
@@ -178,7 +172,11 @@ def stage(args: argparse.Namespace, command: Command) -> Iterator[Callable[[argp
     clock = time.perf_counter()
     hashing.join()
     checker.check_installed(job.stage)
-    inputs = checker.check_inputs(job)
+    inputs: dict[str, str] = {}
+    if job.stage.inputs:  # the jobs upstream must be current
+        from .freshness import Checker
+
+        inputs = Checker(checker.params, checker.params_path, checker.hashes).check_inputs(job)
     atomic.claim(*job.outputs(), job.stamp_path)
     spent += time.perf_counter() - clock
     with atomic.together():

@@ -29,7 +29,7 @@ from ..config.params import load, validate
 from ..foundation.errors import PipelineError
 from ..foundation.variants import names
 from . import dvc_lock, freshness, stage_table
-from .freshness import Job
+from .jobs import Job, all_jobs
 
 MARKERS = Path(".snakemake/provenance")
 CONFIG_REFUSED = (
@@ -120,7 +120,7 @@ class Pipeline:
         self.workflow = workflow
         self.variants = tuple(self.params.variants)
         self.checker = freshness.Checker(self.params)
-        self.jobs = freshness.jobs(self.variants)
+        self.jobs = all_jobs(self.variants)
         self.lock = dvc_lock.RepositoryLock()
         self.recorded = False
         self.sweeps, self.sweep_errors = sweeps.discover()  # a bad sweep file fails the `sweeps` target only

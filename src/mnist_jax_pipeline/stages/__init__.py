@@ -1,2 +1,1 @@
-"""The stages' work, one module or package per stage: download, preprocess, train, evaluate, profile
-and report. A stage reads another's outputs through artefacts/, never its code."""
+"""The stages' work, one module or package per stage; a stage reads another's outputs, never its code."""

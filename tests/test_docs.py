@@ -1,5 +1,6 @@
-"""The README stays short and points into docs/; every relative link lands on a file (and heading)
-that exists; the parameter table lists every key of params.yaml."""
+"""The README stays short, starts with its two commands and points into docs/; README and docs/ together
+stay within a word budget; every relative link lands on a file (and heading) that exists; the parameter
+table lists every key of params.yaml."""
 
 from __future__ import annotations
 
@@ -13,8 +14,18 @@ from conftest import ROOT
 from mnist_jax_pipeline.config.params import Params
 
 README = ROOT / "README.md"
+CONTRIBUTING = ROOT / "CONTRIBUTING.md"
 PAGES = sorted((ROOT / "docs").glob("*.md"))
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+README_WORDS = 700  # the README: what a user needs first
+ALL_WORDS = 9_000  # README.md and docs/*.md together
+QUICK_START = ("uv run snakemake --cores all", "uv run --group dev pytest")
+# what belongs in docs/performance.md, with its date, not in the README: a CPU's make, family or model, a test count
+MACHINE_DETAIL = re.compile(
+    r"\b(family \d+|model \d+|Zen ?\d|EPYC|Xeon|Ryzen|Core i\d|Graviton|AVX|AMX)\b"
+    r"|\b\d[\d,]* (tests?|passed|failed|skipped|errors?)\b",
+    re.I,
+)
 
 
 def prose(path: Path) -> str:
@@ -31,13 +42,34 @@ def anchors(path: Path) -> set[str]:
     return {slug(line.lstrip("#")) for line in prose(path).splitlines() if line.startswith("#")}
 
 
+def words(path: Path) -> int:
+    """Words as `wc -w` counts them: runs of non-space characters, code blocks included."""
+    return len(path.read_text(encoding="utf-8").split())
+
+
 def test_the_readme_is_short_and_maps_every_docs_page():
-    assert len(README.read_text(encoding="utf-8").splitlines()) < 200
+    assert words(README) <= README_WORDS, f"README.md: {words(README)} words, more than {README_WORDS}"
     linked = {(README.parent / target).resolve() for target in LINK.findall(prose(README))}
     assert PAGES and set(PAGES) <= linked, "a docs page the README's map does not link"
 
 
-@pytest.mark.parametrize("path", [README, *PAGES], ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_the_readme_gives_its_two_commands_first():
+    head = [line.split("#")[0].strip() for line in README.read_text(encoding="utf-8").splitlines()[:30]]
+    for command in QUICK_START:
+        assert command in head, f"README.md: {command!r} not within its first 30 lines"
+
+
+def test_the_readme_names_no_cpu_model_and_no_test_count():
+    found = [m.group(0) for m in MACHINE_DETAIL.finditer(README.read_text(encoding="utf-8"))]
+    assert found == [], f"README.md: {found}: measured figures and their machines live in docs/performance.md"
+
+
+def test_readme_and_docs_stay_within_their_word_budget():
+    counts = {path.relative_to(ROOT).as_posix(): words(path) for path in [README, *PAGES]}
+    assert sum(counts.values()) <= ALL_WORDS, f"{sum(counts.values())} words, more than {ALL_WORDS}: {counts}"
+
+
+@pytest.mark.parametrize("path", [README, CONTRIBUTING, *PAGES], ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_every_relative_link_points_at_an_existing_file(path):
     for target in LINK.findall(prose(path)):
         if re.match(r"[a-z]+:", target):  # https:, mailto:

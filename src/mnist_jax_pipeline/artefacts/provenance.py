@@ -1,8 +1,5 @@
-"""The provenance record of a job, and the SHA-256 digests of files it is made of.
-
-Each job writes `provenance/<stage>[_<variant>].json` after its outputs: the params.yaml sections it
-read, as values, and the digest of every code, input and output file (paths relative to the project).
-"""
+"""A job's provenance record, `provenance/<stage>[_<variant>].json`: the params.yaml sections it read, and
+the SHA-256 of every code, input and output file (paths relative to the project); and those digests."""
 
 from __future__ import annotations
 
@@ -30,14 +27,12 @@ class Execution(Record):
 
 
 class Stamp(Record):
-    """One job's provenance record."""
-
     stage: str  # 'preprocess', 'train@jit'
     params: dict[str, Any]  # the params.yaml sections the stage read
     code: dict[str, str]
     inputs: dict[str, str]
     outputs: dict[str, str]
-    versions: dict[str, str]  # the runtime it ran on, for the record (the lock file is code)
+    versions: dict[str, str]  # the runtime it ran on, for the reader (the lock file is among the code)
     run: Execution | None = None
 
 
@@ -52,7 +47,7 @@ def file_sha256(path: Path) -> str:
         return "symlink:" + hashlib.sha256(os.fsencode(os.readlink(path))).hexdigest()
 
 
-def ignored(name: str) -> bool:
+def _ignored(name: str) -> bool:
     return name.startswith(TMP_PREFIX) or name in IGNORED or name.endswith(".pyc")
 
 
@@ -65,7 +60,7 @@ def files_under(path: Path) -> list[Path]:
     seen = {os.path.realpath(path)}
     for folder, dirs, names in os.walk(path, followlinks=True):
         kept = []
-        for name in sorted(d for d in dirs if not ignored(d)):
+        for name in sorted(d for d in dirs if not _ignored(d)):
             real = os.path.realpath(Path(folder) / name)
             if real in seen:
                 found.append(Path(folder) / name)  # a loop: the link itself
@@ -73,7 +68,7 @@ def files_under(path: Path) -> list[Path]:
                 seen.add(real)
                 kept.append(name)
         dirs[:] = kept
-        found += [Path(folder) / name for name in names if not ignored(name)]
+        found += [Path(folder) / name for name in names if not _ignored(name)]
     return sorted(found)
 
 

@@ -9,13 +9,11 @@ import hashlib
 import json
 import math
 import os
-import re
 import stat
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-from pydantic_core import ErrorDetails
 
 from ..foundation import variants
 from ..foundation.dataset_facts import IMAGE_PIXELS, NUM_CLASSES, SPLIT_SIZES
@@ -156,43 +154,6 @@ def schema() -> dict[str, Any]:
     return Params.model_json_schema()
 
 
-def _describe(error: ErrorDetails) -> str:
-    """One line: the dotted key at fault and what is allowed there."""
-    loc, kind, ctx, value = error["loc"], error["type"], error.get("ctx", {}), error.get("input")
-    key, shown = clip(".".join(map(str, loc))), clip(json.dumps(value, default=str))
-    if kind == "extra_forbidden":
-        section: Any = Params
-        for part in loc[:-1]:
-            section = section.model_fields[str(part)].annotation
-        return f"unknown key '{key}'; allowed keys here: {', '.join(sorted(section.model_fields))}"
-    if kind == "value_error":  # the rules above name their keys themselves
-        return error["msg"].removeprefix("Value error, ")
-    whole = ""
-    if isinstance(value, float) and math.isfinite(value):
-        whole = "; write it without a decimal point" if value.is_integer() else "; write a whole number"
-    elif isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value.strip()):
-        whole = "; write it without quotes"
-    allowed = ", ".join(json.dumps(a) for a in re.findall(r"'([^']*)'", str(ctx.get("expected", ""))))
-    messages = {
-        "missing": "missing; add it (docs/parameters.md lists every key)",
-        "int_type": f"{shown} is not an integer{whole}",
-        "float_type": f"{shown} is not a number",
-        "bool_type": f"{shown} is not a boolean; write true or false",
-        "finite_number": f"{shown} is not a finite number",
-        "literal_error": f"{shown} is not allowed; use one of {allowed}",
-        "greater_than_equal": f"{shown} is less than the minimum of {ctx.get('ge')}",
-        "greater_than": f"{shown} must be greater than {ctx.get('gt')}",
-        "less_than_equal": f"{shown} is more than the maximum of {ctx.get('le')}",
-        "less_than": f"{shown} must be less than {ctx.get('lt')}",
-        "too_short": f"needs at least {ctx.get('min_length')} item(s)",
-        "too_long": f"allows at most {ctx.get('max_length')} items",
-        "tuple_type": f"{shown} is not a list; write [a, b, ...]",
-        "model_type": f"{shown} is not a mapping of keys to values",
-        "model_attributes_type": f"{shown} is not a mapping of keys to values",
-    }
-    return f"{key or '(top level)'}: {messages.get(kind, error['msg'])}"
-
-
 def validate(raw: Any, source: str = "params.yaml") -> Params:
     """Validate raw parameters; one line naming the key where they are not valid."""
     if not isinstance(raw, dict):
@@ -204,8 +165,10 @@ def validate(raw: Any, source: str = "params.yaml") -> Params:
         return Params.model_validate(raw)
     except ValidationError as err:
         # the most specific error: a bad item before the list's length it caused, a present key before a missing one
+        from .refusals import describe
+
         first = min(err.errors(), key=lambda e: (e["type"] == "missing", e["type"] == "too_short", len(e["loc"])))
-        raise PipelineError(f"{source}: {_describe(first)}") from err
+        raise PipelineError(f"{source}: {describe(first, Params)}") from err
 
 
 def yaml_text(path: str | Path, missing: str = "run from the project root or pass --params") -> str:

@@ -512,3 +512,19 @@ def test_a_stages_outputs_are_put_in_place_together_or_not_at_all(tmp_path):
             (folder / "x").write_text("x")
         atomic.write_text(second, "rows")
     assert (first.read_text(), second.read_text(), (tmp_path / "folder" / "x").read_text()) == ("new", "rows", "x")
+
+
+@pytest.mark.parametrize("variable", ["MNIST_PIPELINE_LOG", "MNIST_PIPELINE_LOCK", "MNIST_PIPELINE_CACHE"])
+def test_a_setting_that_names_a_project_file_never_changes_it(project, variable):
+    """A setting pointed at params.yaml (or a file the pipeline keeps) is refused in one line or used without
+    writing into it; no setting is read as a cache of the pipeline's own."""
+    before = (project / "params.yaml").read_bytes()
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), variable: str(project / "params.yaml")}
+    done = subprocess.run(
+        [str(BIN / "mnist-pipeline"), "check"], cwd=project, env=env, capture_output=True, text=True, timeout=300
+    )
+    if variable == "MNIST_PIPELINE_LOG":
+        assert one_line(done).startswith("error: MNIST_PIPELINE_LOG=") and "not a .log file" in done.stderr
+    else:
+        assert done.returncode == 0, done.stderr
+    assert (project / "params.yaml").read_bytes() == before

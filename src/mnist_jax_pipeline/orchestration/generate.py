@@ -24,7 +24,7 @@ from .stage_table import POINT_STAGES, SHARED, STAGES, Stage, get
 HEADER = (
     "# Written by `mnist-pipeline generate` from src/mnist_jax_pipeline/orchestration/stage_table.py: edit the table.\n"
 )
-MARKERS = ".snakemake/provenance"  # a job's marker: its one input whose time is not ancient (snakemake.py)
+MARKERS = ".snakemake/provenance"  # a job's marker: its one input whose time is not ancient (snakefile.py)
 POINT = "sweeps/{sweep}/{point}"
 RULE_FILES = {
     "data": ("check", "download", "preprocess"),

@@ -199,7 +199,7 @@ def _traced(run: dict[str, Any], variant: str, attempt: int) -> OpTable:
     """The op table of `variant`: the module's own profile for jit at the first attempt, else a new trace."""
     from mnist_jax_pipeline.artefacts.dataset import load_split
     from mnist_jax_pipeline.artefacts.model_file import load_model
-    from mnist_jax_pipeline.stages.profile.stage import trace
+    from mnist_jax_pipeline.stages.profile.trace import trace
 
     if variant == "jit" and attempt == 0:
         return run["typed"].trace.table

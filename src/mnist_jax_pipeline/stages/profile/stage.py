@@ -6,7 +6,7 @@ Trace: the variant's own loop is built on the training split from the trained mo
 the whole epochs that cover them) are traced with `jax.profiler`, each call inside a step
 annotation. The files keep jax.profiler's layout under `trace/` with fixed names, so
 `--logdir <folder>/trace` opens in XProf or TensorBoard and `perfetto_trace.json.gz` in
-ui.perfetto.dev; profiling/op_table/ parses the trace into the per-op table of summary.json.
+ui.perfetto.dev; op_table.py parses the trace into the per-op table of summary.json.
 
 Snapshots: on the default JAX device it replays (1) the parameter initialisation, (2) one training
 step on a real batch starting from the trained model (compiled unless the variant runs op by op),
@@ -24,7 +24,6 @@ import argparse
 import gc
 import itertools
 import logging
-import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -43,7 +42,6 @@ from ...artefacts.profile_summary import (
     PprofTools,
     ProfileSummary,
     Snapshot,
-    Trace,
     short_frame,
 )
 from ...config.params import Params, load
@@ -51,10 +49,10 @@ from ...foundation import console, paths, variants
 from ...foundation.dataset_facts import NUM_CLASSES
 from ...foundation.errors import PipelineError
 from ...foundation.runtime import peak_rss_bytes, timing_lock
-from ...mlp import loops
-from ...mlp.loops.base import TrainState, epoch_order, loop_inputs, make_optimizer, make_update, targets_of
+from ...mlp.loops.base import TrainState, epoch_order, make_optimizer, make_update, targets_of
 from ...mlp.model import MLPParams, batched_predict, init_params
 from . import op_table, pprof
+from .trace import initial_state, trace
 
 log = logging.getLogger(__name__)
 
@@ -201,51 +199,6 @@ def _check_shapes(config: Params, model_path: Path, model: HostParams, made_by: 
             f"{model_path}: layer sizes {sizes} differ from model.layer_sizes"
             f" {list(config.model.layer_sizes)} in params.yaml; re-run '{made_by}'"
         )
-
-
-def initial_state(config: Params, model: HostParams, train_count: int) -> TrainState:
-    """The trained model with a fresh optimizer state, as the device holds it."""
-    weights: MLPParams = [(jnp.asarray(w), jnp.asarray(b)) for w, b in model]
-    return TrainState(weights, make_optimizer(config.train, train_count).init(weights))
-
-
-def trace(
-    config: Params, variant: str, model: HostParams, images: np.ndarray, labels: np.ndarray, out_dir: Path
-) -> Trace:
-    """Trace the variant's steady-state steps into `out_dir/trace` and parse the op table."""
-    spec = variants.get(variant)
-    loop = loops.build(spec, loop_inputs(config, images, labels))
-    state = jax.block_until_ready(loop.place(initial_state(config, model, len(labels))))
-    loop.compile(state)
-    per_call = loop.steps_per_call()
-    warmup, calls = math.ceil(WARMUP_STEPS / per_call), math.ceil(config.profile.trace_steps / per_call)
-    held = [state]
-
-    def call(index: int) -> None:
-        held[0] = jax.block_until_ready(loop.run_call(held[0], index))
-
-    for index in range(warmup):
-        call(index)
-    files = op_table.record(
-        lambda i: call(warmup + i), calls, out_dir / paths.TRACE_LOGDIR, session=variant, python_tracer=spec.jit
-    )
-    table = op_table.parse(op_table.load_events(files["perfetto"], paths.PROFILE.stage(variant)), loop.hlo_text())
-    if table.steps < calls:  # the profiler keeps at most a million events, and drops the rest silently
-        raise PipelineError(
-            f"{paths.PROFILE.stage(variant)}: the trace kept {table.steps} of its {calls} traced"
-            f" {loop.unit()}s (the profiler's event limit); lower profile.trace_steps"
-            f" (now {config.profile.trace_steps}) in params.yaml"
-        )
-    return Trace(
-        logdir=paths.TRACE_LOGDIR,
-        files={role: path.relative_to(out_dir).as_posix() for role, path in sorted(files.items())},
-        calls=calls,
-        unit=loop.unit(),
-        train_steps=calls * per_call,
-        warmup_calls=warmup,
-        python_tracer=spec.jit,
-        table=table,
-    )
 
 
 def profile(params: Params, variant: str, processed_dir: str | Path, root: str | Path = ".") -> ProfileSummary:

@@ -5,7 +5,6 @@ names, and the trace's op table is parsed."""
 from __future__ import annotations
 
 import math
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,56 +28,37 @@ WARMUP_STEPS = 2  # untraced training steps (at least one call) before the trace
 
 
 def record(call: Callable[[int], Any], calls: int, out_dir: Path, session: str, python_tracer: bool) -> dict[str, Path]:
-    """Trace `call(0) ... call(calls - 1)` (each must block on its result), each inside a step
-    annotation, into `out_dir` (a logdir for XProf and TensorBoard). The timestamped session folder
-    becomes `plugins/profile/<session>` and the host's files `host.*`, so every file has a fixed
-    name. Returns {'perfetto', 'chrome', 'xplane': path}."""
+    """Trace `call(0) ... call(calls - 1)` (each blocks on its result), each in a step annotation, into
+    `out_dir` (a logdir for XProf), renamed to fixed names: the session folder `plugins/profile/<session>`
+    and paths.TRACE_FILES. Returns {'perfetto', 'chrome', 'xplane': path}."""
     options = jax.profiler.ProfileOptions()
-    options.python_tracer_level = 1 if python_tracer else 0
+    options.python_tracer_level = int(python_tracer)
     try:
         with jax.profiler.trace(str(out_dir), create_perfetto_trace=True, profiler_options=options):
             for index in range(calls):
                 with jax.profiler.StepTraceAnnotation(STEP_ANNOTATION, step_num=index):
                     call(index)
     except jax.errors.JaxRuntimeError as err:  # the profiler's own writes (a full disk, a read-only folder)
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise PipelineError(
-            f"{out_dir}: jax.profiler could not write the trace ({first}); check the folder's"
-            " permissions and free space"
+            f"{out_dir}: jax.profiler could not write the trace ({first}); check the folder's permissions"
+            " and free space"
         ) from err
-    sessions = sorted(p for p in (out_dir / "plugins" / "profile").iterdir() if p.is_dir())
+    sessions = [p for p in (out_dir / "plugins" / "profile").iterdir() if p.is_dir()]
     if len(sessions) != 1:
         raise PipelineError(f"{out_dir}: jax.profiler wrote {len(sessions)} sessions, expected 1")
-    folder = sessions[0].with_name(session)
-    sessions[0].rename(folder)
-    return _fixed_names(folder)
-
-
-def _fixed_names(folder: Path) -> dict[str, Path]:
-    """Rename the session's trace files to paths.TRACE_FILES' names; {role: path}."""
-    found: dict[str, Path] = {}
-    for path in sorted(folder.iterdir()):
-        role = (
-            "perfetto"
-            if path.name == paths.TRACE_FILES["perfetto"]
-            else "chrome"
-            if path.name.endswith(".trace.json.gz")
-            else "xplane"
-            if path.name.endswith(".xplane.pb")
-            else None
-        )
-        if role is None:
-            continue
-        if role in found:
-            raise PipelineError(f"{folder}: more than one {role} file (several hosts?); expected one")
-        target = folder / paths.TRACE_FILES[role]
-        if path != target:
-            shutil.move(path, target)
-        found[role] = target
-    absent = sorted(set(paths.TRACE_FILES) - set(found))
-    if absent:
-        raise PipelineError(f"{folder}: jax.profiler wrote no {', '.join(absent)} file")
-    return found
+    folder = sessions[0].rename(sessions[0].with_name(session))
+    files = {}
+    for role, pattern in (
+        ("perfetto", paths.TRACE_FILES["perfetto"]),
+        ("chrome", "*.trace.json.gz"),
+        ("xplane", "*.xplane.pb"),
+    ):
+        found = list(folder.glob(pattern))
+        if len(found) != 1:  # several hosts write several
+            raise PipelineError(f"{folder}: jax.profiler wrote {len(found)} {role} files, expected one")
+        files[role] = found[0].rename(folder / paths.TRACE_FILES[role])
+    return files
 
 
 def initial_state(config: Params, model: HostParams, train_count: int) -> TrainState:
@@ -97,10 +77,10 @@ def trace(
     loop.compile(state)
     per_call = loop.steps_per_call()
     warmup, calls = math.ceil(WARMUP_STEPS / per_call), math.ceil(config.profile.trace_steps / per_call)
-    held = [state]
 
     def call(index: int) -> None:
-        held[0] = jax.block_until_ready(loop.run_call(held[0], index))
+        nonlocal state
+        state = jax.block_until_ready(loop.run_call(state, index))
 
     for index in range(warmup):
         call(index)

@@ -149,7 +149,7 @@ def test_pprof_renders_top_and_svg(run: dict[str, Any]) -> None:
 def test_missing_pprof_still_succeeds(
     run: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(pprof, "tools", lambda: {"pprof": None, "dot": None})
+    monkeypatch.setattr(pprof, "tools", lambda: {"binary": None, "dot": None})
     monkeypatch.setattr(console.details, "propagate", True)  # no job log: the details are logged
     shutil.copytree(run["base"] / "models", tmp_path / "models")
     with caplog.at_level(logging.INFO):
@@ -409,5 +409,5 @@ def test_an_op_the_executor_waits_for_is_done_when_the_wait_ends() -> None:
         },
         {"ph": "X", "name": "end: dot.1", "ts": 960.5, "dur": 0.1, "pid": 1, "tid": 1, "args": {}},
     ]
-    ops = op_table.op_events(events)
+    ops = [e for e in events if "hlo_op" in e["args"]]
     assert op_table.completion_times(events, ops) == [50.5, 960]

@@ -1,32 +1,30 @@
-"""The compiled HLO's matrix products: each instruction's FLOPs per execution and a short description
-(the rows of a compiled module's op table are its instructions)."""
+"""The matrix products in a compiled module's HLO text: each instruction's FLOPs per execution and a
+short description (shape and kind). Our own reading: jaxlib's HloModule gives no shapes, and XLA's
+cost analysis only the module's total."""
 
 from __future__ import annotations
 
 import collections
 import math
 import re
-from dataclasses import dataclass
+from functools import cache
+from typing import NamedTuple
 
-_ARRAY = re.compile(
-    r"^\s*(?:ROOT\s+)?%(?P<name>[^\s=]+)\s*=\s*(?P<type>\w+)\[(?P<dims>[\d,]*)\]\S*\s+"
-    r"(?P<op>[\w-]+)\((?P<operands>[^)]*)\)(?P<attrs>.*)$"
+_INSTRUCTION = re.compile(
+    r"^\s*(?:ROOT\s+)?%(?P<name>[^\s=]+)\s*=\s*(?P<shape>.+?)\s+(?P<op>[\w-]+)\((?P<operands>[^)]*)\)(?P<attrs>.*)$"
 )
-_TUPLE = re.compile(r"^\s*(?:ROOT\s+)?%(?P<name>[^\s=]+)\s*=\s*\(.*?\)\s+(?P<op>[\w-]+)\(")
+_ARRAY = re.compile(r"\w+\[([\d,]*)\]\S*")  # an array shape, e.g. 'f32[128,784]{1,0}'; else a tuple
 _COMPUTATION = re.compile(r"^(?:ENTRY\s+)?%(?P<name>\S+)\s*\(.*\{\s*$")
 _MODULE = re.compile(r"^HloModule\s+([^\s,]+)")
+_PLUMBING = ("parameter", "constant", "broadcast", "bitcast")  # left out of a fusion's description
 
 
-@dataclass
-class Instruction:
-    """One HLO instruction: its array shape (none when tuple-shaped), operand names and attributes' text."""
-
+class Instruction(NamedTuple):
     name: str
     op: str
-    dims: tuple[int, ...]
+    dims: tuple[int, ...] | None  # None: tuple-shaped
     operands: list[str]
     attrs: str
-    tuple_shaped: bool = False
 
 
 def module_name(hlo: str) -> str:
@@ -37,81 +35,47 @@ def module_name(hlo: str) -> str:
     return found.group(1)
 
 
-def parse_hlo(hlo: str) -> tuple[dict[str, Instruction], dict[str, list[str]]]:
-    """Instructions by name (unique in a module) and the instruction names of each computation."""
+def hlo_ops(hlo: str) -> dict[str, tuple[int, str]]:
+    """{instruction name: (FLOPs per execution, description)}: 2 per multiply-add of a dot; a fusion
+    counts the dots it wraps, a `while` nothing (its body's ops are traced as events of their own)."""
     instructions: dict[str, Instruction] = {}
-    members: dict[str, list[str]] = collections.defaultdict(list)
+    members: dict[str, list[str]] = collections.defaultdict(list)  # the instructions of each computation
     computation = ""
     for line in hlo.splitlines():
-        found = _COMPUTATION.match(line)
-        if found:
+        if found := _COMPUTATION.match(line):
             computation = found.group("name")
-            continue
-        array = _ARRAY.match(line)
-        shaped = None if array else _TUPLE.match(line)  # while, call, tuple, ...: no array shape
-        if array:
-            dims = tuple(int(d) for d in array.group("dims").split(",") if d)
-            operands = [o.strip().lstrip("%") for o in array.group("operands").split(",") if o.strip().startswith("%")]
-            ins = Instruction(array.group("name"), array.group("op"), dims, operands, array.group("attrs"))
-        elif shaped:
-            ins = Instruction(shaped.group("name"), shaped.group("op"), (), [], "", tuple_shaped=True)
-        else:
-            continue
-        instructions[ins.name] = ins
-        members[computation].append(ins.name)
-    return instructions, dict(members)
+        elif found := _INSTRUCTION.match(line):
+            name, shape, op, operands, attrs = found.groups()
+            array = _ARRAY.fullmatch(shape)
+            dims = tuple(int(d) for d in array.group(1).split(",") if d) if array else None
+            names = [o.strip().lstrip("%") for o in operands.split(",") if o.strip().startswith("%")]
+            instructions[name] = Instruction(name, op, dims, names, attrs)
+            members[computation].append(name)
 
+    def called(ins: Instruction) -> list[Instruction]:
+        """The instructions of the computation a fusion wraps."""
+        found = re.search(r"calls=%([^\s,]+)", ins.attrs) if ins.op == "fusion" else None
+        return [instructions[n] for n in members.get(found.group(1), []) if n in instructions] if found else []
 
-def _dims(attrs: str, key: str) -> list[int]:
-    found = re.search(key + r"=\{([\d,]*)\}", attrs)
-    return [int(d) for d in found.group(1).split(",") if d] if found else []
-
-
-def instruction_flops(ins: Instruction, instructions: dict[str, Instruction]) -> int:
-    """FLOPs of one dot or convolution (2 per multiply-add); 0 for anything else."""
-    if ins.op == "dot" and ins.operands and ins.operands[0] in instructions:
-        lhs = instructions[ins.operands[0]].dims
-        contracted = math.prod(lhs[d] for d in _dims(ins.attrs, "lhs_contracting_dims") if d < len(lhs))
-        return 2 * math.prod(ins.dims) * contracted
-    if ins.op == "convolution" and len(ins.operands) > 1 and ins.operands[1] in instructions:
-        kernel = instructions[ins.operands[1]].dims
-        labels = re.search(r"dim_labels=\w+_(\w+)->", ins.attrs)
-        out_features = kernel[labels.group(1).index("o")] if labels and "o" in labels.group(1) else kernel[-1]
-        return 2 * math.prod(ins.dims) * math.prod(kernel) // max(out_features, 1)
-    return 0
-
-
-def _called(ins: Instruction) -> str | None:
-    found = re.search(r"calls=%([^\s,]+)", ins.attrs)
-    return found.group(1) if found else None
-
-
-def hlo_ops(hlo: str) -> dict[str, tuple[int, str]]:
-    """{instruction name: (FLOPs per execution, short description)}. A fusion counts the dots and
-    convolutions it wraps; a `while` nothing (its body's ops are traced as events of their own)."""
-    instructions, members = parse_hlo(hlo)
-    memo: dict[str, int] = {}
-
-    def computation_flops(name: str) -> int:
-        if name not in memo:
-            memo[name] = 0  # guards against a cycle
-            memo[name] = sum(own(instructions[n]) for n in members.get(name, []) if n in instructions)
-        return memo[name]
-
-    def own(ins: Instruction) -> int:
+    @cache
+    def flops(name: str) -> int:
+        ins = instructions[name]
         if ins.op == "fusion":
-            called = _called(ins)
-            return computation_flops(called) if called else 0
-        return instruction_flops(ins, instructions)
+            return sum(flops(inner.name) for inner in called(ins))
+        if ins.op != "dot" or ins.dims is None or not ins.operands or ins.operands[0] not in instructions:
+            return 0
+        lhs = instructions[ins.operands[0]].dims or ()
+        contracting = re.search(r"lhs_contracting_dims=\{([\d,]*)\}", ins.attrs)
+        axes = [int(d) for d in contracting.group(1).split(",") if d] if contracting else []
+        return 2 * math.prod(ins.dims) * math.prod(lhs[d] for d in axes if d < len(lhs))
 
-    out = {}
+    described = {}
     for name, ins in instructions.items():
         what = ins.op
         if ins.op == "fusion":
-            inner = [instructions[n].op for n in members.get(_called(ins) or "", []) if n in instructions]
-            core = [op for op in inner if op not in ("parameter", "constant", "broadcast", "bitcast")]
             kind = re.search(r"kind=(\w+)", ins.attrs)
-            what = f"fusion[{kind.group(1) if kind else '?'}:{','.join(dict.fromkeys(core))}]"
-        shape = "(tuple)" if ins.tuple_shaped else f"[{','.join(map(str, ins.dims))}]"
-        out[name] = (own(ins), f"{shape} {what}")
-    return out
+            core = dict.fromkeys(inner.op for inner in called(ins) if inner.op not in _PLUMBING)
+            what = f"fusion[{kind.group(1) if kind else '?'}:{','.join(core)}]"
+        shape = "(tuple)" if ins.dims is None else f"[{','.join(map(str, ins.dims))}]"
+        described[name] = (flops(name), f"{shape} {what}")
+    return described

@@ -49,23 +49,19 @@ SCHEMA = {
 @cache
 def profile_class() -> type[message.Message]:
     """The `perftools.profiles.Profile` message class, built from SCHEMA ('*': repeated)."""
-    field = descriptor_pb2.FieldDescriptorProto
+    kinds = descriptor_pb2.FieldDescriptorProto
     file = descriptor_pb2.FileDescriptorProto(name="pprof_profile.proto", package="perftools.profiles", syntax="proto3")
     for name, fields in SCHEMA.items():
         spec = file.message_type.add(name=name)
-        for field_name, number, kind in fields:
-            repeated, kind = kind.startswith("*"), kind.lstrip("*")
-            label = field.LABEL_REPEATED if repeated else field.LABEL_OPTIONAL
-            if kind in SCHEMA:
-                spec.field.add(
-                    name=field_name,
-                    number=number,
-                    label=label,
-                    type=field.TYPE_MESSAGE,
-                    type_name=f".perftools.profiles.{kind}",
-                )
-            else:
-                spec.field.add(name=field_name, number=number, label=label, type=getattr(field, f"TYPE_{kind.upper()}"))
+        for field, number, kind in fields:
+            of = kind.lstrip("*")
+            spec.field.add(
+                name=field,
+                number=number,
+                label=kinds.LABEL_REPEATED if kind.startswith("*") else kinds.LABEL_OPTIONAL,
+                type=kinds.TYPE_MESSAGE if of in SCHEMA else getattr(kinds, f"TYPE_{of.upper()}"),
+                type_name=f".perftools.profiles.{of}" if of in SCHEMA else None,
+            )
     pool = descriptor_pool.DescriptorPool()
     pool.Add(file)
     return message_factory.GetMessageClass(pool.FindMessageTypeByName("perftools.profiles.Profile"))
@@ -98,17 +94,9 @@ def samples(path: str | Path, made_by: str = "profile") -> list[Allocation]:
     origin. A damaged file is one line naming it and `made_by`."""
     path = Path(path)
     profile = parse_profile(path, made_by)
-    strings = list(profile.string_table)
-
-    def text(index: int) -> str:
-        if not 0 <= index < len(strings):
-            raise ValueError(f"string index {index} outside the table of {len(strings)}")
-        return strings[index]
-
+    text = list(profile.string_table)  # every string in a profile is an index into this table
     try:
-        if strings[:1] != [""]:
-            raise ValueError("string table does not start with the empty string")
-        types = [(text(t.type), text(t.unit)) for t in profile.sample_type]
+        types = [(text[t.type], text[t.unit]) for t in profile.sample_type]
         if not set(SAMPLE_TYPES) <= set(types):
             found = ", ".join(f"{t}/{u}" for t, u in types) or "none"
             raise ValueError(
@@ -120,14 +108,14 @@ def samples(path: str | Path, made_by: str = "profile") -> list[Allocation]:
         rows = []
         for sample in profile.sample:
             lines = [(functions[line.function_id], line.line) for i in sample.location_id for line in locations[i].line]
-            stack = [f"{text(f.name)} {text(f.filename)}:{n}" for f, n in lines]
-            labels = {text(la.key): text(la.str) if la.str else int(la.num) for la in sample.label}
+            stack = [f"{text[f.name]} {text[f.filename]}:{n}" for f, n in lines]
+            labels = {text[la.key]: text[la.str] if la.str else int(la.num) for la in sample.label}
             size, count = int(sample.value[bytes_at]), int(sample.value[count_at])
             rows.append(Allocation(bytes=size, count=count, labels=labels, stack=stack, origin=origin(stack)))
     except KeyError as err:
         raise remake(path, f"a sample refers to a missing location or function ({err})", made_by) from err
     except IndexError as err:
-        raise remake(path, f"a sample has fewer values than its {len(profile.sample_type)} types", made_by) from err
+        raise remake(path, "an index outside the string table, or a sample short of values", made_by) from err
     except ValueError as err:
         raise remake(path, str(err), made_by) from err
     return rows
@@ -207,15 +195,15 @@ def summarize(
 
 
 def tools() -> dict[str, str | None]:
-    """Paths of the `pprof` binary (github.com/google/pprof) and Graphviz `dot`, or None."""
-    return {"pprof": shutil.which("pprof"), "dot": shutil.which("dot")}
+    """Paths of the `pprof` binary (github.com/google/pprof) and Graphviz `dot`, or None, as PprofTools names them."""
+    return {"binary": shutil.which("pprof"), "dot": shutil.which("dot")}
 
 
 def render(prof: str | Path, out_dir: str | Path, diff_base: str | Path | None = None) -> list[str]:
     """Write `<stem>.top.txt` (pprof -top) and `<stem>.svg` (-svg, with Graphviz) into `out_dir`, with
     `diff_base` also `<stem>.diff.*` (what `prof` added to it); the names written. A failing pprof only warns."""
     prof, found = Path(prof), tools()
-    if found["pprof"] is None:
+    if found["binary"] is None:
         return []
     views: list[tuple[str, list[str]]] = [("", [])] + ([(".diff", [f"-diff_base={diff_base}"])] if diff_base else [])
     formats = ["top", "svg"] if found["dot"] else ["top"]
@@ -223,7 +211,7 @@ def render(prof: str | Path, out_dir: str | Path, diff_base: str | Path | None =
     with tempfile.TemporaryDirectory(prefix="pprof-home-") as home:
         for (suffix, extra), fmt in itertools.product(views, formats):
             name = f"{prof.stem}{suffix}.{'top.txt' if fmt == 'top' else fmt}"
-            command = [found["pprof"], f"-{fmt}", *extra, str(prof)]
+            command = [found["binary"], f"-{fmt}", *extra, str(prof)]
             env = {**os.environ, "HOME": home, "PPROF_TMPDIR": home}
             try:
                 done = subprocess.run(command, capture_output=True, env=env, timeout=PPROF_TIMEOUT_S, check=True)

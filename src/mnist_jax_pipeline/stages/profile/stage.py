@@ -33,7 +33,6 @@ from .trace import initial_state, trace
 log = logging.getLogger(__name__)
 
 POINTS = paths.SNAPSHOTS
-DIFF_BASE = {"train_step": "init"}  # snapshots shown less an earlier one: what the step added
 
 
 @jax.jit
@@ -41,11 +40,6 @@ def _forward(params: MLPParams, images: jax.Array) -> tuple[jax.Array, jax.Array
     """Test-split log-probabilities and predicted classes."""
     log_probs = batched_predict(params, images)
     return log_probs, jnp.argmax(log_probs, axis=1)
-
-
-def _init_point(config: Params) -> Any:
-    m = config.model
-    return init_params(m.layer_sizes, jax.random.PRNGKey(m.seed), m.init_scale, m.init, m.output_init)
 
 
 def _train_point(config: Params, model: HostParams, images: np.ndarray, labels: np.ndarray, jit: bool) -> Any:
@@ -64,20 +58,16 @@ def _evaluate_point(model: HostParams, images: np.ndarray) -> Any:
     return params, x, _forward(params, x)
 
 
-def memory_stats(device: Any) -> dict[str, int] | None:
-    """The device's `memory_stats()` (GPU, TPU); None where the backend provides none (CPU)."""
+def device_memory(device: Any) -> tuple[PeakMemory, dict[str, int] | None]:
+    """The peak (the device's where `memory_stats()` has one: GPU, TPU; else the process's peak RSS) and
+    the device's `memory_stats()`, None where the backend provides none (CPU)."""
     try:
-        stats = device.memory_stats()
+        stats = {str(k): int(v) for k, v in (device.memory_stats() or {}).items() if isinstance(v, int | float)}
     except Exception:  # backends without memory stats raise various errors
-        return None
-    return {str(k): int(v) for k, v in stats.items() if isinstance(v, int | float)} if stats else None
-
-
-def peak_memory(stats: dict[str, int] | None) -> PeakMemory:
-    """Device peak (GPU/TPU memory_stats) where the backend has one, else the process peak RSS."""
-    if stats and "peak_bytes_in_use" in stats:
-        return PeakMemory(bytes=int(stats["peak_bytes_in_use"]), source="device.memory_stats peak_bytes_in_use")
-    return PeakMemory(bytes=peak_rss_bytes(), source="process peak RSS")
+        stats = {}
+    if "peak_bytes_in_use" in stats:
+        return PeakMemory(bytes=stats["peak_bytes_in_use"], source="device.memory_stats peak_bytes_in_use"), stats
+    return PeakMemory(bytes=peak_rss_bytes(), source="process peak RSS"), stats or None
 
 
 def known_arrays(model: HostParams, batch: int, test: int) -> dict[str, list[KnownArray]]:
@@ -134,8 +124,9 @@ def profile(params: Params, variant: str, processed_dir: str | Path, root: str |
     _check_shapes(params, model_path, model, made_by)
     batch = min(params.train.batch_size, len(train_y))
     arrays = known_arrays(model, batch, len(test_x))
+    m = params.model
     hold = {
-        "init": lambda: _init_point(params),
+        "init": lambda: init_params(m.layer_sizes, jax.random.PRNGKey(m.seed), m.init_scale, m.init, m.output_init),
         "train_step": lambda: _train_point(params, model, train_x, train_y, variants.get(variant).jit),
         "evaluate": lambda: _evaluate_point(model, test_x),
     }
@@ -149,12 +140,12 @@ def profile(params: Params, variant: str, processed_dir: str | Path, root: str |
             jax.profiler.save_device_memory_profile(str(tmp / f"{point}.prof"))
             del live
             gc.collect()
-            base = tmp / f"{DIFF_BASE[point]}.prof" if point in DIFF_BASE else None
+            base = tmp / "init.prof" if point == "train_step" else None  # shown less init: what the step added
             limit = params.profile.top_allocations
             points[point] = pprof.summarize(tmp / f"{point}.prof", limit, stage, arrays[point], base)
             rendered += pprof.render(tmp / f"{point}.prof", tmp, base)
             console.details.info("%s: %s", point, points[point].explanation)
-        available = found["pprof"] is not None and found["dot"] is not None
+        available = None not in found.values()
         if not available:
             log.warning(
                 "pprof or Graphviz dot not on PATH: no .top.txt/.svg call graphs (the report says how to install them)"
@@ -170,7 +161,7 @@ def profile(params: Params, variant: str, processed_dir: str | Path, root: str |
             traced.unit,
             traced.table.step_us / 1e3,
         )
-        stats = memory_stats(device)
+        peak, stats = device_memory(device)
         summary = ProfileSummary(
             variant=variant,
             device=str(device),
@@ -182,15 +173,9 @@ def profile(params: Params, variant: str, processed_dir: str | Path, root: str |
             layer_sizes=layer_sizes_of(model),
             expected_bytes=expected_bytes(arrays, params, model, len(train_y)),
             points=points,
-            peak_memory=peak_memory(stats),
+            peak_memory=peak,
             memory_stats=stats,
-            pprof=PprofTools(
-                available=available,
-                binary=found["pprof"],
-                dot=found["dot"],
-                rendered=rendered,
-                install_hint=INSTALL_HINT,
-            ),
+            pprof=PprofTools(available=available, rendered=rendered, install_hint=INSTALL_HINT, **found),
             trace=traced,
         )
         storage.write_model(tmp / "summary.json", summary)

@@ -25,6 +25,11 @@ from . import op_table
 from .op_table import STEP_ANNOTATION
 
 WARMUP_STEPS = 2  # untraced training steps (at least one call) before the traced ones
+WRITTEN = {
+    "perfetto": "perfetto_trace.json.gz",
+    "chrome": "*.trace.json.gz",
+    "xplane": "*.xplane.pb",
+}  # by jax.profiler
 
 
 def record(call: Callable[[int], Any], calls: int, out_dir: Path, session: str, python_tracer: bool) -> dict[str, Path]:
@@ -49,11 +54,7 @@ def record(call: Callable[[int], Any], calls: int, out_dir: Path, session: str, 
         raise PipelineError(f"{out_dir}: jax.profiler wrote {len(sessions)} sessions, expected 1")
     folder = sessions[0].rename(sessions[0].with_name(session))
     files = {}
-    for role, pattern in (
-        ("perfetto", paths.TRACE_FILES["perfetto"]),
-        ("chrome", "*.trace.json.gz"),
-        ("xplane", "*.xplane.pb"),
-    ):
+    for role, pattern in WRITTEN.items():
         found = list(folder.glob(pattern))
         if len(found) != 1:  # several hosts write several
             raise PipelineError(f"{folder}: jax.profiler wrote {len(found)} {role} files, expected one")

@@ -7,52 +7,24 @@ from __future__ import annotations
 
 import bisect
 import collections
-import gzip
-import json
 import math
 import re
-import zlib
 from operator import itemgetter
-from pathlib import Path
 from typing import Any, Literal
 
 from ...artefacts.profile_summary import MatmulTotals, OpRow, OpTable, Timeline, TimelineEvent
-from ...foundation.errors import missing, remake
 from .hlo import hlo_ops, module_name
+from .trace import STEP_ANNOTATION, Event
 
-Event = dict[str, Any]
 Thread = tuple[Any, Any]  # (pid, tid)
 Groups = dict[Any, list[Event]]
 Described = dict[str, tuple[int, str]]  # by HLO instruction: (FLOPs per execution, description)
-STEP_ANNOTATION = "train_step"  # the jax.profiler.StepTraceAnnotation around every traced call
 CONTROL_FLOW = ("while", "conditional", "call")
 TIMELINE_EVENTS = 600  # at most this many events in the stored timeline of one step
 SYNC_SLACK_US = 2.0  # an `end: <op>` marker this close to its event's end: the op was synchronous
 WAIT_FOR_COMPLETION = "ThunkExecutor::Execute (wait for completion)"
 EXECUTE = "ThunkExecutor::Execute"
 _start = itemgetter("ts")
-
-
-def load_events(path: str | Path, made_by: str = "profile") -> list[Event]:
-    """The events of a Chrome-trace JSON file, gzipped or not; a missing or damaged file is one line
-    naming it and the stage that writes it."""
-    path = Path(path)
-    try:
-        blob = path.read_bytes()
-        data = json.loads(gzip.decompress(blob) if blob[:2] == b"\x1f\x8b" else blob)
-    except FileNotFoundError as err:
-        raise missing(path, made_by) from err
-    except (OSError, EOFError, zlib.error) as err:
-        raise remake(path, f"corrupt or truncated gzip ({err})", made_by) from err
-    except ValueError as err:  # JSON and UTF-8 errors
-        raise remake(path, f"not a Chrome-trace JSON file ({err})", made_by) from err
-    events = data.get("traceEvents") if isinstance(data, dict) else data
-    if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
-        raise remake(path, "no list of trace events", made_by)
-    for e in events:
-        if e.get("ph") == "X" and not all(isinstance(e.get(k), int | float) for k in ("ts", "dur")):
-            raise remake(path, f"an event without a start or duration ({e.get('name')!r})", made_by)
-    return events
 
 
 def _thread(event: Event) -> Thread:

@@ -1,13 +1,14 @@
 """The profile stage, per variant: device-memory snapshots (pprof) while the arrays of each point of
 the model's life are live (the parameters' initialisation, one training step from the trained model,
-the test split's evaluation), the trace of its steady-state training steps (trace.py) and
-summary.json, the report's input. The variant's folder is replaced whole."""
+the test split's evaluation), a jax.profiler trace of its steady-state training steps with its op
+table, and summary.json, the report's input. The variant's folder is replaced whole."""
 
 from __future__ import annotations
 
 import argparse
 import gc
 import logging
+import math
 from pathlib import Path
 from typing import Any
 
@@ -18,21 +19,23 @@ import numpy as np
 from ...artefacts import atomic, storage
 from ...artefacts.dataset import load_split
 from ...artefacts.model_file import HostParams, layer_sizes_of, load_model
-from ...artefacts.profile_summary import INSTALL_HINT, PeakMemory, PprofTools, ProfileSummary, Snapshot
+from ...artefacts.profile_summary import INSTALL_HINT, PeakMemory, PprofTools, ProfileSummary, Snapshot, Trace
 from ...config.params import Params, load
 from ...foundation import console, paths, variants
 from ...foundation.dataset_facts import NUM_CLASSES
 from ...foundation.errors import PipelineError
 from ...foundation.runtime import peak_rss_bytes, timing_lock
-from ...mlp.loops.base import epoch_order, make_optimizer, make_update, targets_of
+from ...mlp import loops
+from ...mlp.loops.base import TrainState, epoch_order, loop_inputs, make_optimizer, make_update, targets_of
 from ...mlp.model import MLPParams, batched_predict, init_params
 from . import op_table, pprof
 from .pprof import KnownArray
-from .trace import initial_state, trace
+from .trace import load_events, record
 
 log = logging.getLogger(__name__)
 
 POINTS = paths.SNAPSHOTS
+WARMUP_STEPS = 2  # untraced training steps (at least one call) before the traced ones
 
 
 @jax.jit
@@ -112,6 +115,51 @@ def _check_shapes(config: Params, model_path: Path, model: HostParams, made_by: 
             f"{model_path}: layer sizes {sizes} differ from model.layer_sizes"
             f" {list(config.model.layer_sizes)} in params.yaml; re-run '{made_by}'"
         )
+
+
+def initial_state(config: Params, model: HostParams, train_count: int) -> TrainState:
+    """The trained model with a fresh optimizer state, as the device holds it."""
+    weights: MLPParams = [(jnp.asarray(w), jnp.asarray(b)) for w, b in model]
+    return TrainState(weights, make_optimizer(config.train, train_count).init(weights))
+
+
+def trace(
+    config: Params, variant: str, model: HostParams, images: np.ndarray, labels: np.ndarray, out_dir: Path
+) -> Trace:
+    """Trace the variant's steady-state steps into `out_dir/trace` and parse the op table."""
+    spec = variants.get(variant)
+    loop = loops.build(spec, loop_inputs(config, images, labels))
+    state = jax.block_until_ready(loop.place(initial_state(config, model, len(labels))))
+    loop.compile(state)
+    per_call = loop.steps_per_call()
+    warmup, calls = math.ceil(WARMUP_STEPS / per_call), math.ceil(config.profile.trace_steps / per_call)
+
+    def call(index: int) -> None:
+        nonlocal state
+        state = jax.block_until_ready(loop.run_call(state, index))
+
+    for index in range(warmup):
+        call(index)
+    files = record(
+        lambda i: call(warmup + i), calls, out_dir / paths.TRACE_LOGDIR, session=variant, python_tracer=spec.jit
+    )
+    table = op_table.parse(load_events(files["perfetto"], paths.PROFILE.stage(variant)), loop.hlo_text())
+    if table.steps < calls:  # the profiler keeps at most a million events, and drops the rest silently
+        raise PipelineError(
+            f"{paths.PROFILE.stage(variant)}: the trace kept {table.steps} of its {calls} traced"
+            f" {loop.unit()}s (the profiler's event limit); lower profile.trace_steps"
+            f" (now {config.profile.trace_steps}) in params.yaml"
+        )
+    return Trace(
+        logdir=paths.TRACE_LOGDIR,
+        files={role: path.relative_to(out_dir).as_posix() for role, path in sorted(files.items())},
+        calls=calls,
+        unit=loop.unit(),
+        train_steps=calls * per_call,
+        warmup_calls=warmup,
+        python_tracer=spec.jit,
+        table=table,
+    )
 
 
 def profile(params: Params, variant: str, processed_dir: str | Path, root: str | Path = ".") -> ProfileSummary:

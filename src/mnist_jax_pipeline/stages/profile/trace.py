@@ -1,35 +1,24 @@
-"""Tracing a variant's steady-state training steps with jax.profiler: the loop built from the trained
-model, a few warm-up calls, then the traced calls, each in a step annotation; the files get fixed
-names, and the trace's op table is parsed."""
+"""A jax.profiler trace's files: recorded around a few calls, each in a step annotation, under fixed
+names (a logdir for XProf), and their Chrome-trace events read back."""
 
 from __future__ import annotations
 
-import math
+import gzip
+import json
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
-import numpy as np
 
-from ...artefacts.model_file import HostParams
-from ...artefacts.profile_summary import Trace
-from ...config.params import Params
-from ...foundation import paths, variants
-from ...foundation.errors import PipelineError
-from ...mlp import loops
-from ...mlp.loops.base import TrainState, loop_inputs, make_optimizer
-from ...mlp.model import MLPParams
-from . import op_table
-from .op_table import STEP_ANNOTATION
+from ...foundation import paths
+from ...foundation.errors import PipelineError, missing, remake
 
-WARMUP_STEPS = 2  # untraced training steps (at least one call) before the traced ones
-WRITTEN = {
-    "perfetto": "perfetto_trace.json.gz",
-    "chrome": "*.trace.json.gz",
-    "xplane": "*.xplane.pb",
-}  # by jax.profiler
+Event = dict[str, Any]
+STEP_ANNOTATION = "train_step"  # the jax.profiler.StepTraceAnnotation around every traced call
+# the files jax.profiler writes in its session folder, by role
+WRITTEN = {"perfetto": "perfetto_trace.json.gz", "chrome": "*.trace.json.gz", "xplane": "*.xplane.pb"}
 
 
 def record(call: Callable[[int], Any], calls: int, out_dir: Path, session: str, python_tracer: bool) -> dict[str, Path]:
@@ -62,46 +51,23 @@ def record(call: Callable[[int], Any], calls: int, out_dir: Path, session: str, 
     return files
 
 
-def initial_state(config: Params, model: HostParams, train_count: int) -> TrainState:
-    """The trained model with a fresh optimizer state, as the device holds it."""
-    weights: MLPParams = [(jnp.asarray(w), jnp.asarray(b)) for w, b in model]
-    return TrainState(weights, make_optimizer(config.train, train_count).init(weights))
-
-
-def trace(
-    config: Params, variant: str, model: HostParams, images: np.ndarray, labels: np.ndarray, out_dir: Path
-) -> Trace:
-    """Trace the variant's steady-state steps into `out_dir/trace` and parse the op table."""
-    spec = variants.get(variant)
-    loop = loops.build(spec, loop_inputs(config, images, labels))
-    state = jax.block_until_ready(loop.place(initial_state(config, model, len(labels))))
-    loop.compile(state)
-    per_call = loop.steps_per_call()
-    warmup, calls = math.ceil(WARMUP_STEPS / per_call), math.ceil(config.profile.trace_steps / per_call)
-
-    def call(index: int) -> None:
-        nonlocal state
-        state = jax.block_until_ready(loop.run_call(state, index))
-
-    for index in range(warmup):
-        call(index)
-    files = record(
-        lambda i: call(warmup + i), calls, out_dir / paths.TRACE_LOGDIR, session=variant, python_tracer=spec.jit
-    )
-    table = op_table.parse(op_table.load_events(files["perfetto"], paths.PROFILE.stage(variant)), loop.hlo_text())
-    if table.steps < calls:  # the profiler keeps at most a million events, and drops the rest silently
-        raise PipelineError(
-            f"{paths.PROFILE.stage(variant)}: the trace kept {table.steps} of its {calls} traced"
-            f" {loop.unit()}s (the profiler's event limit); lower profile.trace_steps"
-            f" (now {config.profile.trace_steps}) in params.yaml"
-        )
-    return Trace(
-        logdir=paths.TRACE_LOGDIR,
-        files={role: path.relative_to(out_dir).as_posix() for role, path in sorted(files.items())},
-        calls=calls,
-        unit=loop.unit(),
-        train_steps=calls * per_call,
-        warmup_calls=warmup,
-        python_tracer=spec.jit,
-        table=table,
-    )
+def load_events(path: str | Path, made_by: str = "profile") -> list[Event]:
+    """The events of a Chrome-trace JSON file, gzipped or not; a missing or damaged file is one line
+    naming it and the stage that writes it."""
+    path = Path(path)
+    try:
+        blob = path.read_bytes()
+        data = json.loads(gzip.decompress(blob) if blob[:2] == b"\x1f\x8b" else blob)
+    except FileNotFoundError as err:
+        raise missing(path, made_by) from err
+    except (OSError, EOFError, zlib.error) as err:
+        raise remake(path, f"corrupt or truncated gzip ({err})", made_by) from err
+    except ValueError as err:  # JSON and UTF-8 errors
+        raise remake(path, f"not a Chrome-trace JSON file ({err})", made_by) from err
+    events = data.get("traceEvents") if isinstance(data, dict) else data
+    if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
+        raise remake(path, "no list of trace events", made_by)
+    for e in events:
+        if e.get("ph") == "X" and not all(isinstance(e.get(k), int | float) for k in ("ts", "dur")):
+            raise remake(path, f"an event without a start or duration ({e.get('name')!r})", made_by)
+    return events

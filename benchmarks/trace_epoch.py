@@ -20,7 +20,7 @@ import numpy as np
 from bench_train import bench_params
 
 from mnist_jax_pipeline.mlp.loops import ScanLoop
-from mnist_jax_pipeline.stages.profile import op_table, trace
+from mnist_jax_pipeline.stages.profile import op_table, trace_files
 from mnist_jax_pipeline.stages.train import initial_state, loop_inputs
 
 # the docstring's first line, as a constant: python -OO drops docstrings
@@ -47,8 +47,8 @@ def main() -> None:
 
     epoch(0)  # warm-up
     folder = args.keep or Path(tempfile.mkdtemp(prefix="trace-"))
-    files = trace.record(lambda i: epoch(1 + i), 1, folder, session="jit_scan", python_tracer=True)
-    table = op_table.parse(trace.load_events(files["perfetto"]), loop.hlo_text())
+    files = trace_files.record(lambda i: epoch(1 + i), 1, folder, session="jit_scan", python_tracer=True)
+    table = op_table.parse(trace_files.load_events(files["perfetto"]), loop.hlo_text())
     print(
         f"one traced jit_scan epoch ({loop.steps_per_call()} steps of batch 128), jax {jax.__version__} on"
         f" {jax.devices()[0].device_kind}:"

@@ -25,8 +25,7 @@ from mnist_jax_pipeline.foundation.errors import PipelineError
 from mnist_jax_pipeline.mlp import loops
 from mnist_jax_pipeline.mlp.loops.base import loop_inputs
 from mnist_jax_pipeline.mlp.model import init_params
-from mnist_jax_pipeline.stages.profile import op_table, pprof
-from mnist_jax_pipeline.stages.profile import trace as trace_files
+from mnist_jax_pipeline.stages.profile import op_table, pprof, trace_files
 from mnist_jax_pipeline.stages.profile.stage import POINTS, profile
 from mnist_jax_pipeline.stages.train import initial_state
 

@@ -135,7 +135,7 @@ STAGES: tuple[Stage, ...] = (
             "stages/profile/op_table.py",
             "stages/profile/pprof.py",
             "stages/profile/stage.py",
-            "stages/profile/trace.py",
+            "stages/profile/trace_files.py",
         ),
         inputs=(paths.PROCESSED, paths.MODEL),
         per_variant=True,

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from ...artefacts.profile_summary import MatmulTotals, OpRow, OpTable, Timeline, TimelineEvent
 from .hlo import hlo_ops, module_name
-from .trace import STEP_ANNOTATION, Event
+from .trace_files import STEP_ANNOTATION, Event
 
 Thread = tuple[Any, Any]  # (pid, tid)
 Groups = dict[Any, list[Event]]

@@ -30,7 +30,7 @@ from ...mlp.loops.base import TrainState, epoch_order, loop_inputs, make_optimiz
 from ...mlp.model import MLPParams, batched_predict, init_params
 from . import op_table, pprof
 from .pprof import KnownArray
-from .trace import load_events, record
+from .trace_files import load_events, record
 
 log = logging.getLogger(__name__)
 

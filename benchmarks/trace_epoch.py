@@ -47,7 +47,7 @@ def main() -> None:
 
     epoch(0)  # warm-up
     folder = args.keep or Path(tempfile.mkdtemp(prefix="trace-"))
-    files = trace_files.record(lambda i: epoch(1 + i), 1, folder, session="jit_scan", python_tracer=True)
+    files = trace_files.record(epoch, range(1, 2), folder, run="jit_scan", python_tracer=True)
     table = op_table.parse(trace_files.load_events(files["perfetto"]), loop.hlo_text())
     print(
         f"one traced jit_scan epoch ({loop.steps_per_call()} steps of batch 128), jax {jax.__version__} on"

@@ -15,24 +15,16 @@ _INSTRUCTION = re.compile(
 )
 _ARRAY = re.compile(r"\w+\[([\d,]*)\]\S*")  # an array shape, e.g. 'f32[128,784]{1,0}'; else a tuple
 _COMPUTATION = re.compile(r"^(?:ENTRY\s+)?%(?P<name>\S+)\s*\(.*\{\s*$")
-_MODULE = re.compile(r"^HloModule\s+([^\s,]+)")
 _PLUMBING = ("parameter", "constant", "broadcast", "bitcast")  # left out of a fusion's description
 
 
 class Instruction(NamedTuple):
-    name: str
+    """One HLO instruction: its opcode, array shape, operand names and attributes' text."""
+
     op: str
     dims: tuple[int, ...] | None  # None: tuple-shaped
     operands: list[str]
     attrs: str
-
-
-def module_name(hlo: str) -> str:
-    """The module's name ('jit_update'): the `hlo_module` of its ops in the trace."""
-    found = _MODULE.match(hlo.lstrip())
-    if not found:
-        raise ValueError("HLO text does not start with 'HloModule <name>'")
-    return found.group(1)
 
 
 def hlo_ops(hlo: str) -> dict[str, tuple[int, str]]:
@@ -49,19 +41,20 @@ def hlo_ops(hlo: str) -> dict[str, tuple[int, str]]:
             array = _ARRAY.fullmatch(shape)
             dims = tuple(int(d) for d in array.group(1).split(",") if d) if array else None
             names = [o.strip().lstrip("%") for o in operands.split(",") if o.strip().startswith("%")]
-            instructions[name] = Instruction(name, op, dims, names, attrs)
+            instructions[name] = Instruction(op, dims, names, attrs)
             members[computation].append(name)
 
-    def called(ins: Instruction) -> list[Instruction]:
+    def called(ins: Instruction) -> list[str]:
         """The instructions of the computation a fusion wraps."""
         found = re.search(r"calls=%([^\s,]+)", ins.attrs) if ins.op == "fusion" else None
-        return [instructions[n] for n in members.get(found.group(1), []) if n in instructions] if found else []
+        return [n for n in members.get(found.group(1), []) if n in instructions] if found else []
 
     @cache
     def flops(name: str) -> int:
+        """The instruction's FLOPs per execution."""
         ins = instructions[name]
         if ins.op == "fusion":
-            return sum(flops(inner.name) for inner in called(ins))
+            return sum(flops(inner) for inner in called(ins))
         if ins.op != "dot" or ins.dims is None or not ins.operands or ins.operands[0] not in instructions:
             return 0
         lhs = instructions[ins.operands[0]].dims or ()
@@ -74,7 +67,7 @@ def hlo_ops(hlo: str) -> dict[str, tuple[int, str]]:
         what = ins.op
         if ins.op == "fusion":
             kind = re.search(r"kind=(\w+)", ins.attrs)
-            core = dict.fromkeys(inner.op for inner in called(ins) if inner.op not in _PLUMBING)
+            core = dict.fromkeys(instructions[n].op for n in called(ins) if instructions[n].op not in _PLUMBING)
             what = f"fusion[{kind.group(1) if kind else '?'}:{','.join(core)}]"
         shape = "(tuple)" if ins.dims is None else f"[{','.join(map(str, ins.dims))}]"
         described[name] = (flops(name), f"{shape} {what}")

@@ -13,11 +13,10 @@ from operator import itemgetter
 from typing import Any, Literal
 
 from ...artefacts.profile_summary import MatmulTotals, OpRow, OpTable, Timeline, TimelineEvent
-from .hlo import hlo_ops, module_name
+from .hlo import hlo_ops
 from .trace_files import STEP_ANNOTATION, Event
 
 Thread = tuple[Any, Any]  # (pid, tid)
-Groups = dict[Any, list[Event]]
 Described = dict[str, tuple[int, str]]  # by HLO instruction: (FLOPs per execution, description)
 CONTROL_FLOW = ("while", "conditional", "call")
 TIMELINE_EVENTS = 600  # at most this many events in the stored timeline of one step
@@ -50,31 +49,31 @@ def self_times(ops: list[Event]) -> list[float]:
 
 
 def completion_times(events: list[Event], ops: list[Event]) -> list[float]:
-    """When each op finished (parallel to `ops`). An op is paired with the first `end: <op>` marker after
-    its start and before its next run; none, or one within SYNC_SLACK_US of its event's end: it was
-    synchronous. Else its completion callback ran the ready dependents inline before the marker, so it
-    finished when the outermost `ThunkExecutor::Execute` on the marker's thread ending at the marker
-    began (else at the marker), and no later than the executor's wait for it right after its event."""
-    ends: Groups = collections.defaultdict(list)  # by op name
-    executes: Groups = collections.defaultdict(list)  # by thread, as `waits`
-    waits: Groups = collections.defaultdict(list)
+    """When each op finished (parallel to `ops`): its event's end, or later for an asynchronous thunk, whose
+    completion the trace marks with an `end: <op>` event."""
+    markers: dict[tuple[str, Any], list[Event]] = collections.defaultdict(list)  # each list by start
     for e in sorted((e for e in events if e.get("ph") == "X"), key=_start):
         name = str(e.get("name", ""))
         if name.startswith("end: "):
-            ends[name[5:]].append(e)
+            markers["end", name[5:]].append(e)
         elif name in (EXECUTE, WAIT_FOR_COMPLETION):
-            (executes if name == EXECUTE else waits)[_thread(e)].append(e)
+            markers[name, _thread(e)].append(e)
 
     def finished(op: Event, later: float) -> float:
-        markers = ends.get(op["name"], [])
-        j = bisect.bisect_left(markers, op["ts"], key=_start)
-        if j == len(markers) or markers[j]["ts"] >= later or markers[j]["ts"] <= _end(op) + SYNC_SLACK_US:
+        # its marker: the first after its start and before its next run; none, or one right at its event's end:
+        # the op was synchronous
+        ends = markers.get(("end", op["name"]), [])
+        j = bisect.bisect_left(ends, op["ts"], key=_start)
+        if j == len(ends) or ends[j]["ts"] >= later or ends[j]["ts"] <= _end(op) + SYNC_SLACK_US:
             return _end(op)
-        at = markers[j]["ts"]
-        runs = executes.get(_thread(markers[j]), [])
+        # its completion callback ran the ready dependents inline before the marker: it finished when the
+        # outermost Execute on the marker's thread ending at the marker began (else at the marker), and no
+        # later than the end of the executor's wait for it right after its event
+        at = ends[j]["ts"]
+        runs = markers.get((EXECUTE, _thread(ends[j])), [])
         runs = runs[bisect.bisect_left(runs, _end(op), key=_start) : bisect.bisect_right(runs, at, key=_start)]
         inline = [x["ts"] for x in runs if at - 5.0 <= _end(x) <= at + 0.01]
-        waited = waits.get(_thread(op), [])
+        waited = markers.get((WAIT_FOR_COMPLETION, _thread(op)), [])
         w = bisect.bisect_left(waited, _end(op), key=_start)
         wait_end = _end(waited[w]) if w < len(waited) and waited[w]["ts"] <= _end(op) + SYNC_SLACK_US else math.inf
         return min(float(min(inline)) if inline else float(at), wait_end)
@@ -116,17 +115,16 @@ def _timeline(
     last: list[int],
     matmuls: set[str],
     lanes: dict[Thread, str],
-    compiled: bool,
     steps: int,
 ) -> Timeline:
-    """The ops of the last traced step (`last`, by start); when that step is one compiled run in which
-    ops repeat (a scanned epoch), of one iteration in its middle: between two starts of the op that
-    repeats most often and starts first."""
+    """The ops of the last traced step (`last`, by start), or of one iteration in its middle when that step
+    is one executable run in which ops repeat (a scanned epoch)."""
     if not last:
         return Timeline(title="no op events", duration_us=0.0, events=[])
     start, stop, title = float(ops[last[0]]["ts"]), max(done[i] for i in last), f"step {steps} of {steps} traced"
     anchor, most = collections.Counter(ops[i]["name"] for i in last).most_common(1)[0]
-    if compiled and most > 2 and len({ops[i]["args"].get("run_id") for i in last}) == 1:
+    if most > 2 and len({ops[i]["args"].get("run_id") for i in last}) == 1:
+        # the iteration: between two starts of the op that repeats most often and starts first
         marks = [float(ops[i]["ts"]) for i in last if ops[i]["name"] == anchor]
         start, stop = marks[len(marks) // 2 - 1], marks[len(marks) // 2]
         title = f"iteration {len(marks) // 2} of {most} in the last traced call"
@@ -172,14 +170,11 @@ def _rows(
 
 
 def parse(events: list[Event], hlo: str | None = None) -> OpTable:
-    """The per-op table of the traced steps (the step annotations). With `hlo` (the compiled unit's
-    `as_text()`) the rows are that module's HLO instructions, with the matrix products' FLOPs; without
-    it (op-by-op code) they are the executables."""
-    module = module_name(hlo) if hlo else None
+    """The per-op table of the traced steps: with `hlo` (the compiled unit's `as_text()`), a row per HLO
+    instruction of that module, with the matrix products' FLOPs; without (op by op), a row per executable."""
+    module = hlo.split(None, 2)[1].rstrip(",") if hlo else None  # 'HloModule jit_update, ...'
     key: Literal["hlo_op", "hlo_module"] = "hlo_op" if hlo else "hlo_module"
-    windows = sorted(
-        (float(e["ts"]), _end(e)) for e in events if e.get("ph") == "X" and e.get("name") == STEP_ANNOTATION
-    )
+    windows = sorted((float(e["ts"]), _end(e)) for e in events if e.get("name") == STEP_ANNOTATION)
     starts = [start for start, _ in windows]
     ops: list[Event] = []
     by_step: dict[int, list[int]] = collections.defaultdict(list)  # op indices
@@ -222,7 +217,7 @@ def parse(events: list[Event], hlo: str | None = None) -> OpTable:
         busy_us=round(sum(busy), 3),
         rows=table,
         matmul=matmul if products else None,
-        timeline=_timeline(ops, done, rows, last, matmuls, lanes, bool(hlo), len(by_step)),
+        timeline=_timeline(ops, done, rows, last, matmuls, lanes, len(by_step)),
         threads=dict(sorted(collections.Counter(lanes[_thread(e)] for e in ops).items())),
     )
 
@@ -230,20 +225,20 @@ def parse(events: list[Event], hlo: str | None = None) -> OpTable:
 def format_table(table: OpTable, top: int | None = None) -> str:
     """The table as text, its `top` rows and one for the rest (the stage log's and the benchmark's view)."""
     step, shown, rest = table.step_us or 1.0, table.rows[:top], table.rows[len(table.rows[:top]) :]
+    what = f"module {table.module}" if table.module else "op by op (one row per executable)"
     lines = [
-        f"{f'module {table.module}' if table.module else 'op by op (one row per executable)'}: {table.steps} traced"
-        f" step(s), {table.runs} executable run(s); traced step time {step / 1e3:.3f} ms (first op start -> last"
-        f" op completion, per step, summed; annotated {table.annotated_us / 1e3:.3f} ms)",
-        f"  self-time sum {table.self_us / 1e3:.3f} ms = {100 * table.self_share:.1f}% of it; ops busy"
-        f" (asynchronous tails included) {100 * table.busy_us / step:.1f}%",
+        f"{what}: {table.steps} traced step(s), {table.runs} executable run(s); traced step time {step / 1e3:.3f} ms"
+        f" (first op start -> last op completion, per step, summed; annotated {table.annotated_us / 1e3:.3f} ms)",
+        f"  self-time sum {table.self_us / 1e3:.3f} ms = {100 * table.self_share:.1f}% of it; ops busy (asynchronous"
+        f" tails included) {100 * table.busy_us / step:.1f}%",
         f"{'self ms':>9} {'share':>6} {'count':>6} {'us/call':>8} {'wall ms':>8} {'GFLOP/s':>8} {'MFLOP':>7}  op",
     ]
     for r in shown:
-        rate = f"{r.gflops_per_s:8.1f}" if r.gflops_per_s else " " * 8
-        mflop = f"{r.flops / 1e6:7.1f}" if r.flops else " " * 7
+        rate = f"{r.gflops_per_s:8.1f}" if r.gflops_per_s else ""
+        mflop = f"{r.flops / 1e6:7.1f}" if r.flops else ""
         lines.append(
             f"{r.self_us / 1e3:9.3f} {100 * r.share:5.1f}% {r.count:6d} {r.self_us / r.count:8.1f}"
-            f" {r.wall_us / 1e3:8.3f} {rate} {mflop}  {r.op}" + (f"  {r.hlo}" if r.hlo else "")
+            f" {r.wall_us / 1e3:8.3f} {rate:8} {mflop:7}  {r.op}  {r.hlo}".rstrip()
         )
     if rest:
         lines.append(

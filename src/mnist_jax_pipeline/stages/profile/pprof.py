@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 PPROF_TIMEOUT_S = 120
 SAMPLE_TYPES = (("allocations", "count"), ("space", "bytes"))
 KnownArray = tuple[str, int, str]  # an array a snapshot may hold: (expected_bytes key, bytes, what it is)
+Arrays = Sequence[KnownArray]
 
 # The fields read here, numbered as in github.com/google/pprof/proto/profile.proto (the others are
 # skipped as unknown): no installed package ships that schema without importing TensorFlow.
@@ -54,22 +55,18 @@ def profile_class() -> type[message.Message]:
     for name, fields in SCHEMA.items():
         spec = file.message_type.add(name=name)
         for field, number, kind in fields:
-            of = kind.lstrip("*")
-            spec.field.add(
-                name=field,
-                number=number,
-                label=kinds.LABEL_REPEATED if kind.startswith("*") else kinds.LABEL_OPTIONAL,
-                type=kinds.TYPE_MESSAGE if of in SCHEMA else getattr(kinds, f"TYPE_{of.upper()}"),
-                type_name=f".perftools.profiles.{of}" if of in SCHEMA else None,
-            )
+            scalar = getattr(kinds, f"TYPE_{kind.lstrip('*').upper()}", None)  # None: a message of SCHEMA
+            label = kinds.LABEL_REPEATED if kind.startswith("*") else kinds.LABEL_OPTIONAL
+            added = spec.field.add(name=field, number=number, label=label, type=scalar or kinds.TYPE_MESSAGE)
+            if not scalar:
+                added.type_name = f".perftools.profiles.{kind.lstrip('*')}"
     pool = descriptor_pool.DescriptorPool()
     pool.Add(file)
     return message_factory.GetMessageClass(pool.FindMessageTypeByName("perftools.profiles.Profile"))
 
 
-def parse_profile(path: str | Path, made_by: str = "profile") -> Any:
+def parse_profile(path: Path, made_by: str = "profile") -> Any:
     """The Profile message of a pprof file, gzipped or not; a missing or damaged file is one line naming it."""
-    path = Path(path)
     try:
         blob = path.read_bytes()
     except FileNotFoundError as err:
@@ -89,10 +86,9 @@ def origin(stack: list[str]) -> str | None:
     return next((f for f in stack if not any(s in f for s in ("site-packages", "dist-packages", "<frozen"))), None)
 
 
-def samples(path: str | Path, made_by: str = "profile") -> list[Allocation]:
+def samples(path: Path, made_by: str = "profile") -> list[Allocation]:
     """Every sample of a snapshot: bytes, count, labels, stack ('function file:line', leaf first) and
     origin. A damaged file is one line naming it and `made_by`."""
-    path = Path(path)
     profile = parse_profile(path, made_by)
     text = list(profile.string_table)  # every string in a profile is an index into this table
     try:
@@ -112,10 +108,8 @@ def samples(path: str | Path, made_by: str = "profile") -> list[Allocation]:
             labels = {text[la.key]: text[la.str] if la.str else int(la.num) for la in sample.label}
             size, count = int(sample.value[bytes_at]), int(sample.value[count_at])
             rows.append(Allocation(bytes=size, count=count, labels=labels, stack=stack, origin=origin(stack)))
-    except KeyError as err:
-        raise remake(path, f"a sample refers to a missing location or function ({err})", made_by) from err
-    except IndexError as err:
-        raise remake(path, "an index outside the string table, or a sample short of values", made_by) from err
+    except (KeyError, IndexError) as err:  # a location, function, string or value the profile lacks
+        raise remake(path, f"a sample refers to what the profile lacks ({type(err).__name__} {err})", made_by) from err
     except ValueError as err:
         raise remake(path, str(err), made_by) from err
     return rows
@@ -127,7 +121,7 @@ def _buffers(rows: list[Allocation]) -> list[Allocation]:
     return sorted(kept, key=lambda r: (-abs(r.bytes), -abs(r.count), r.stack))
 
 
-def _match(row: Allocation, arrays: Sequence[KnownArray]) -> str | None:
+def _match(row: Allocation, arrays: Arrays) -> str | None:
     """The arrays whose sizes add up to the sample's bytes, as many as its count (at most 4)."""
     if not 1 <= row.count <= 4:
         return None
@@ -138,7 +132,7 @@ def _match(row: Allocation, arrays: Sequence[KnownArray]) -> str | None:
     return None
 
 
-def explain(top: Allocation | None, total: int, arrays: Sequence[KnownArray]) -> str:
+def explain(top: Allocation | None, total: int, arrays: Arrays) -> str:
     """One sentence relating a snapshot's largest buffer to the model and data arrays."""
     if top is None or top.bytes == 0:
         return "No device buffers were live."
@@ -167,11 +161,7 @@ def diff(now: list[Allocation], before: list[Allocation], base: str, limit: int 
 
 
 def summarize(
-    path: str | Path,
-    limit: int | None = None,
-    made_by: str = "profile",
-    arrays: Sequence[KnownArray] = (),
-    base: Path | None = None,
+    path: Path, limit: int | None = None, made_by: str = "profile", arrays: Arrays = (), base: Path | None = None
 ) -> Snapshot:
     """A snapshot's totals, its `limit` largest device buffers (the largest explained by `arrays`), its
     executables in one line and, with `base`, what it added to that earlier snapshot."""
@@ -183,7 +173,7 @@ def summarize(
     )
     total = sum(r.bytes for r in rows)
     return Snapshot(
-        file=Path(path).name,
+        file=path.name,
         total_bytes=total,
         total_allocations=sum(r.count for r in rows),
         samples=len(rows),

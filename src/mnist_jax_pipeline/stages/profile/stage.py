@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 
 POINTS = paths.SNAPSHOTS
 WARMUP_STEPS = 2  # untraced training steps (at least one call) before the traced ones
+ByPoint = dict[str, list[KnownArray]]  # the arrays each snapshot point holds
 
 
 @jax.jit
@@ -57,6 +58,7 @@ def _train_point(config: Params, model: HostParams, images: np.ndarray, labels: 
 
 
 def _evaluate_point(model: HostParams, images: np.ndarray) -> Any:
+    """The model's predictions for the test split, with their inputs."""
     params, x = jax.device_put(model), jax.device_put(images)
     return params, x, _forward(params, x)
 
@@ -73,7 +75,7 @@ def device_memory(device: Any) -> tuple[PeakMemory, dict[str, int] | None]:
     return PeakMemory(bytes=peak_rss_bytes(), source="process peak RSS"), stats or None
 
 
-def known_arrays(model: HostParams, batch: int, test: int) -> dict[str, list[KnownArray]]:
+def known_arrays(model: HostParams, batch: int, test: int) -> ByPoint:
     """The arrays each point holds, by point: (expected_bytes key, bytes, description)."""
     layers: list[KnownArray] = []
     for i, (w, b) in enumerate(model):
@@ -92,9 +94,7 @@ def known_arrays(model: HostParams, batch: int, test: int) -> dict[str, list[Kno
     return {"init": layers, "train_step": layers + batch_data, "evaluate": layers + test_data}
 
 
-def expected_bytes(
-    arrays: dict[str, list[KnownArray]], config: Params, model: HostParams, train: int
-) -> dict[str, int]:
+def expected_bytes(arrays: ByPoint, config: Params, model: HostParams, train: int) -> dict[str, int]:
     """Sizes of the model, of the training state (parameters and optimizer state), of the training
     split on the device (jit_scan holds it), and of every array a point holds."""
     state = initial_state(config, model, train)
@@ -140,9 +140,7 @@ def trace(
 
     for index in range(warmup):
         call(index)
-    files = record(
-        lambda i: call(warmup + i), calls, out_dir / paths.TRACE_LOGDIR, session=variant, python_tracer=spec.jit
-    )
+    files = record(call, range(warmup, warmup + calls), out_dir / paths.TRACE_LOGDIR, variant, spec.jit)
     table = op_table.parse(load_events(files["perfetto"], paths.PROFILE.stage(variant)), loop.hlo_text())
     if table.steps < calls:  # the profiler keeps at most a million events, and drops the rest silently
         raise PipelineError(
@@ -184,14 +182,13 @@ def profile(params: Params, variant: str, processed_dir: str | Path, root: str |
     with atomic.atomic_dir(paths.PROFILE.at(variant, root)) as tmp:
         gc.collect()  # device buffers of unreachable objects would show in the first snapshot
         for point in POINTS:
-            live = jax.block_until_ready(hold[point]())
-            jax.profiler.save_device_memory_profile(str(tmp / f"{point}.prof"))
+            live, prof = jax.block_until_ready(hold[point]()), tmp / f"{point}.prof"
+            jax.profiler.save_device_memory_profile(str(prof))
             del live
             gc.collect()
             base = tmp / "init.prof" if point == "train_step" else None  # shown less init: what the step added
-            limit = params.profile.top_allocations
-            points[point] = pprof.summarize(tmp / f"{point}.prof", limit, stage, arrays[point], base)
-            rendered += pprof.render(tmp / f"{point}.prof", tmp, base)
+            points[point] = pprof.summarize(prof, params.profile.top_allocations, stage, arrays[point], base)
+            rendered += pprof.render(prof, tmp, base)
             console.details.info("%s: %s", point, points[point].explanation)
         available = None not in found.values()
         if not available:

@@ -21,27 +21,25 @@ STEP_ANNOTATION = "train_step"  # the jax.profiler.StepTraceAnnotation around ev
 WRITTEN = {"perfetto": "perfetto_trace.json.gz", "chrome": "*.trace.json.gz", "xplane": "*.xplane.pb"}
 
 
-def record(call: Callable[[int], Any], calls: int, out_dir: Path, session: str, python_tracer: bool) -> dict[str, Path]:
-    """Trace `call(0) ... call(calls - 1)` (each blocks on its result), each in a step annotation, into
-    `out_dir` (a logdir for XProf), renamed to fixed names: the session folder `plugins/profile/<session>`
-    and paths.TRACE_FILES. Returns {'perfetto', 'chrome', 'xplane': path}."""
+def record(call: Callable[[int], Any], calls: range, logdir: Path, run: str, python_tracer: bool) -> dict[str, Path]:
+    """Trace `call(index)` for each index in `calls` (each blocks on its result), in step annotations from 0,
+    into `logdir` under fixed names: XProf's run `plugins/profile/<run>` and paths.TRACE_FILES."""
     options = jax.profiler.ProfileOptions()
     options.python_tracer_level = int(python_tracer)
     try:
-        with jax.profiler.trace(str(out_dir), create_perfetto_trace=True, profiler_options=options):
-            for index in range(calls):
-                with jax.profiler.StepTraceAnnotation(STEP_ANNOTATION, step_num=index):
+        with jax.profiler.trace(str(logdir), create_perfetto_trace=True, profiler_options=options):
+            for step, index in enumerate(calls):
+                with jax.profiler.StepTraceAnnotation(STEP_ANNOTATION, step_num=step):
                     call(index)
     except jax.errors.JaxRuntimeError as err:  # the profiler's own writes (a full disk, a read-only folder)
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise PipelineError(
-            f"{out_dir}: jax.profiler could not write the trace ({first}); check the folder's permissions"
-            " and free space"
+            f"{logdir}: jax.profiler could not write the trace ({first}); check the folder's permissions and free space"
         ) from err
-    sessions = [p for p in (out_dir / "plugins" / "profile").iterdir() if p.is_dir()]
+    sessions = [p for p in (logdir / "plugins" / "profile").iterdir() if p.is_dir()]
     if len(sessions) != 1:
-        raise PipelineError(f"{out_dir}: jax.profiler wrote {len(sessions)} sessions, expected 1")
-    folder = sessions[0].rename(sessions[0].with_name(session))
+        raise PipelineError(f"{logdir}: jax.profiler wrote {len(sessions)} sessions, expected 1")
+    folder = sessions[0].rename(sessions[0].with_name(run))
     files = {}
     for role, pattern in WRITTEN.items():
         found = list(folder.glob(pattern))
@@ -51,10 +49,9 @@ def record(call: Callable[[int], Any], calls: int, out_dir: Path, session: str, 
     return files
 
 
-def load_events(path: str | Path, made_by: str = "profile") -> list[Event]:
+def load_events(path: Path, made_by: str = "profile") -> list[Event]:
     """The events of a Chrome-trace JSON file, gzipped or not; a missing or damaged file is one line
     naming it and the stage that writes it."""
-    path = Path(path)
     try:
         blob = path.read_bytes()
         data = json.loads(gzip.decompress(blob) if blob[:2] == b"\x1f\x8b" else blob)

@@ -40,10 +40,8 @@ def serve(trace: Path, port: int) -> None:
         from cheroot import wsgi
         from xprof import server
     except ImportError:
-        raise PipelineError(
-            "xprof is not installed; run the viewer with its extra: uv run --extra profile-viewer"
-            " mnist-pipeline viewer ... (or pip install xprof)"
-        ) from None
+        extra = "uv run --extra profile-viewer mnist-pipeline viewer ... (or pip install xprof)"
+        raise PipelineError(f"xprof is not installed; run the viewer with its extra: {extra}") from None
     with tempfile.TemporaryDirectory(prefix="mnist-pipeline-viewer-") as folder:
         logdir = Path(folder) / paths.TRACE_LOGDIR
         shutil.copytree(trace, logdir)

@@ -1,5 +1,5 @@
 """The trace viewer listens on 127.0.0.1 only, every port it opens, and leaves the profile's outputs as
-they were."""
+they were; a missing trace, a port outside 1..65535 or one in use is one line saying what to do."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
     python benchmarks/trace_epoch.py [--top 15] [--keep DIR]
     python benchmarks/trace_epoch.py --examples 512 --top 5    # CI smoke run
 
-The standalone version of the profile stage's op table (src/mnist_jax_pipeline/stages/profile/op_table/): runs
+The standalone version of the profile stage's op table (src/mnist_jax_pipeline/stages/profile/op_table.py): runs
 one warm-up epoch, traces the next (synthetic data of MNIST's shape; the arithmetic does not depend
 on the values) and prints every op's count, self time, share of the traced epoch and, for the
 matrix products, the achieved GFLOP/s, with the HLO instruction it runs.
@@ -20,7 +20,7 @@ import numpy as np
 from bench_train import bench_params
 
 from mnist_jax_pipeline.mlp.loops import ScanLoop
-from mnist_jax_pipeline.stages.profile import op_table
+from mnist_jax_pipeline.stages.profile import op_table, trace_files
 from mnist_jax_pipeline.stages.train import initial_state, loop_inputs
 
 # the docstring's first line, as a constant: python -OO drops docstrings
@@ -47,8 +47,8 @@ def main() -> None:
 
     epoch(0)  # warm-up
     folder = args.keep or Path(tempfile.mkdtemp(prefix="trace-"))
-    files = op_table.record(lambda i: epoch(1 + i), 1, folder, session="jit_scan", python_tracer=True)
-    table = op_table.parse(op_table.load_events(files["perfetto"]), loop.hlo_text())
+    files = trace_files.record(epoch, range(1, 2), folder, run="jit_scan", python_tracer=True)
+    table = op_table.parse(trace_files.load_events(files["perfetto"]), loop.hlo_text())
     print(
         f"one traced jit_scan epoch ({loop.steps_per_call()} steps of batch 128), jax {jax.__version__} on"
         f" {jax.devices()[0].device_kind}:"

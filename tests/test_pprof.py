@@ -75,9 +75,9 @@ def test_other_sample_types_are_refused(tmp_path: Path) -> None:
 
 
 def test_render_never_raises_when_pprof_fails(snapshot: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pprof, "tools", lambda: {"pprof": "/bin/false", "dot": None})
+    monkeypatch.setattr(pprof, "tools", lambda: {"binary": "/bin/false", "dot": None})
     assert pprof.render(snapshot, tmp_path) == []
-    monkeypatch.setattr(pprof, "tools", lambda: {"pprof": None, "dot": None})
+    monkeypatch.setattr(pprof, "tools", lambda: {"binary": None, "dot": None})
     assert pprof.render(snapshot, tmp_path) == []
 
 

@@ -25,7 +25,7 @@ from mnist_jax_pipeline.foundation.errors import PipelineError
 from mnist_jax_pipeline.mlp import loops
 from mnist_jax_pipeline.mlp.loops.base import loop_inputs
 from mnist_jax_pipeline.mlp.model import init_params
-from mnist_jax_pipeline.stages.profile import op_table, pprof
+from mnist_jax_pipeline.stages.profile import op_table, pprof, trace_files
 from mnist_jax_pipeline.stages.profile.stage import POINTS, profile
 from mnist_jax_pipeline.stages.train import initial_state
 
@@ -149,7 +149,7 @@ def test_pprof_renders_top_and_svg(run: dict[str, Any]) -> None:
 def test_missing_pprof_still_succeeds(
     run: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(pprof, "tools", lambda: {"pprof": None, "dot": None})
+    monkeypatch.setattr(pprof, "tools", lambda: {"binary": None, "dot": None})
     monkeypatch.setattr(console.details, "propagate", True)  # no job log: the details are logged
     shutil.copytree(run["base"] / "models", tmp_path / "models")
     with caplog.at_level(logging.INFO):
@@ -252,8 +252,8 @@ def test_trace_files_have_fixed_names_and_open(run: dict[str, Any]) -> None:
         "summary.json"
     ] + [f"trace/plugins/profile/jit/{name}" for name in paths.TRACE_FILES.values()]
     assert all(p.is_file() for p in declared)
-    events = op_table.load_events(session / paths.TRACE_FILES["chrome"])  # both JSON files hold the events
-    assert [e["args"]["step_num"] for e in events if e.get("name") == op_table.STEP_ANNOTATION] == [
+    events = trace_files.load_events(session / paths.TRACE_FILES["chrome"])  # both JSON files hold the events
+    assert [e["args"]["step_num"] for e in events if e.get("name") == trace_files.STEP_ANNOTATION] == [
         str(i) for i in range(5)
     ]
     assert trace.calls == 5 and trace.unit == "step" and trace.train_steps == 5 and trace.python_tracer
@@ -301,7 +301,7 @@ def test_a_damaged_trace_names_the_file_and_the_stage(tmp_path: Path, damage: by
     path = tmp_path / "perfetto_trace.json.gz"
     path.write_bytes(damage)
     with pytest.raises(PipelineError, match=r"perfetto_trace\.json\.gz: .*; re-run the 'profile@jit' stage") as err:
-        op_table.load_events(path, "profile@jit")
+        trace_files.load_events(path, "profile@jit")
     assert "\n" not in str(err.value)
 
 
@@ -310,7 +310,7 @@ def test_a_truncated_trace_from_the_stage_names_it(run: dict[str, Any], tmp_path
     blob = (run["out"] / run["typed"].trace.files["perfetto"]).read_bytes()
     path.write_bytes(blob[: len(blob) // 2])
     with pytest.raises(PipelineError, match=r"corrupt or truncated gzip.*re-run the 'profile@jit' stage"):
-        op_table.load_events(path, "profile@jit")
+        trace_files.load_events(path, "profile@jit")
 
 
 def test_op_table_of_a_synthetic_trace() -> None:
@@ -335,7 +335,7 @@ def test_op_table_of_a_synthetic_trace() -> None:
     events = [
         {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "tf_XLAPjRtCpuClient/1"}},
         {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "tf_XLAEigen/2"}},
-        {"ph": "X", "name": op_table.STEP_ANNOTATION, "ts": 0, "dur": 100, "pid": 1, "tid": 9, "args": {}},
+        {"ph": "X", "name": trace_files.STEP_ANNOTATION, "ts": 0, "dur": 100, "pid": 1, "tid": 9, "args": {}},
         op("fusion.2", 10, 30, 1),  # holds copy.3 nested: self 20
         op("copy.3", 15, 10, 1),
         op("dot.1", 45, 5, 2),  # returns at 50, finishes at its marker (70)
@@ -409,5 +409,5 @@ def test_an_op_the_executor_waits_for_is_done_when_the_wait_ends() -> None:
         },
         {"ph": "X", "name": "end: dot.1", "ts": 960.5, "dur": 0.1, "pid": 1, "tid": 1, "args": {}},
     ]
-    ops = op_table.op_events(events)
+    ops = [e for e in events if "hlo_op" in e["args"]]
     assert op_table.completion_times(events, ops) == [50.5, 960]

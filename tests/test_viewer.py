@@ -1,5 +1,5 @@
 """The trace viewer listens on 127.0.0.1 only, every port it opens, and leaves the profile's outputs as
-they were."""
+they were; a missing trace, a port outside 1..65535 or one in use is one line saying what to do."""
 
 from __future__ import annotations
 
@@ -76,17 +76,38 @@ def test_the_viewer_listens_on_loopback_only_and_serves_the_trace(project: Path)
     assert Hashes().tree([trace]) == before, "the viewer changed the profile stage's outputs"
 
 
+def viewer(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`mnist-pipeline viewer --variant jit ARGS` in `root`, a tree of params.yaml alone, run to its end."""
+    write_params(root / "params.yaml", tiny_params_dict(variants=["jit"]))
+    command = [sys.executable, "-m", "mnist_jax_pipeline.cli", "viewer", "--variant", "jit", *args]
+    return subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=120)
+
+
 def test_without_a_trace_the_viewer_says_which_stage_to_run(tmp_path: Path):
-    write_params(tmp_path / "params.yaml", tiny_params_dict(variants=["jit"]))
-    done = subprocess.run(
-        [sys.executable, "-m", "mnist_jax_pipeline.cli", "viewer", "--variant", "jit"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = viewer(tmp_path)
     assert done.returncode == 1
     assert done.stderr.strip() == (
         "error: reports/profile/jit/trace: no trace; run the profile stage first:"
         " snakemake --cores all (or dvc repro profile@jit)"
+    )
+
+
+@pytest.mark.parametrize("port", ["99999", "65536", "0", "http"])
+def test_a_port_outside_1_to_65535_is_one_line(tmp_path: Path, port: str):
+    (paths.PROFILE.at("jit", tmp_path) / paths.TRACE_LOGDIR).mkdir(parents=True)
+    done = viewer(tmp_path, "--port", port)
+    assert done.returncode == 1
+    assert done.stderr.strip() == f"error: --port {port}: not a port number; give one from 1024 to 65535"
+
+
+def test_a_port_in_use_says_so_and_how_to_choose_another(tmp_path: Path):
+    (paths.PROFILE.at("jit", tmp_path) / paths.TRACE_LOGDIR).mkdir(parents=True)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = viewer(tmp_path, "--port", str(port))
+    assert done.returncode == 1
+    assert done.stderr.strip() == (
+        f"error: --port {port}: 127.0.0.1:{port} is in use; choose another port with --port N"
     )

@@ -170,13 +170,9 @@ class ProfileSummary(Record):
     trace: Trace
 
 
-def summary_path(variant: str, root: str | Path = ".") -> Path:
-    return paths.PROFILE.at(variant, root) / "summary.json"
-
-
 def read_summary(variant: str, root: str | Path = ".") -> ProfileSummary | None:
     """A variant's summary, or None when its profile stage has not run (the report says how to run it)."""
-    path = summary_path(variant, root)
+    path = paths.PROFILE.at(variant, root) / "summary.json"
     if not path.is_file():
         return None
     summary = storage.read_model(path, ProfileSummary, paths.PROFILE.stage(variant))

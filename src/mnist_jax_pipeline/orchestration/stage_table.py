@@ -76,8 +76,8 @@ STAGES: tuple[Stage, ...] = (
         "profile",
         "profile",
         ("model", "train", "profile"),
-        f"{TIMED} {LOOPS} artefacts/profile_summary.py stages/profile/op_table stages/profile/pprof.py"
-        " stages/profile/stage.py",
+        f"{TIMED} {LOOPS} artefacts/profile_summary.py stages/profile/hlo.py stages/profile/op_table.py"
+        " stages/profile/pprof.py stages/profile/stage.py stages/profile/trace_files.py",
         (paths.PROCESSED, paths.MODEL),
         per_variant=True,
     ),

@@ -1,18 +1,15 @@
 """`mnist-pipeline viewer --variant NAME [--port N]`: the profile's trace in XProf, on 127.0.0.1 only.
 
-The `xprof` command listens on every interface, its web server and a gRPC worker (0.0.0.0:50051)
-alike, and has no host option. Here XProf's own web application (its profile plugin, as `xprof`
-loads it) runs in a web server bound to 127.0.0.1, and without the gRPC worker, which only serves
-distributed processing: the trace viewer, op profile and memory tools answer without it. XProf
-writes caches beside the trace it opens, so it opens a copy in a temporary folder: the profile
-stage's outputs stay as the stage wrote them (a file added there would make the job stale).
-"""
+The `xprof` command listens on every interface and has no host option, so XProf's own web application
+runs here in a server bound to loopback, without its gRPC worker (distributed processing only), on a
+copy of the trace: XProf writes caches beside what it opens, and the stage's outputs stay as they were."""
 
 from __future__ import annotations
 
 import argparse
+import errno
 import shutil
-import sys
+import socket
 import tempfile
 from pathlib import Path
 
@@ -22,16 +19,29 @@ from ...foundation.errors import PipelineError
 HOST = "127.0.0.1"
 
 
+def checked_port(text: str) -> int:
+    """The --port value, a number from 1 to 65535 that HOST can listen on; else one line saying why and what to do."""
+    port = int(text) if text.isdigit() else 0
+    if not 1 <= port <= 65535:
+        raise PipelineError(f"--port {text}: not a port number; give one from 1024 to 65535")
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the web server binds its socket
+        try:
+            probe.bind((HOST, port))
+        except OSError as err:
+            why = "is in use" if err.errno == errno.EADDRINUSE else f"cannot be listened on ({err.strerror})"
+            raise PipelineError(f"--port {port}: {HOST}:{port} {why}; choose another port with --port N") from None
+    return port
+
+
 def serve(trace: Path, port: int) -> None:
     """Serve XProf for the trace folder `trace` (jax.profiler's log folder) on HOST:port until stopped."""
     try:
         from cheroot import wsgi
         from xprof import server
     except ImportError:
-        raise PipelineError(
-            "xprof is not installed; run the viewer with its extra: uv run --extra profile-viewer"
-            " mnist-pipeline viewer ... (or pip install xprof)"
-        ) from None
+        extra = "uv run --extra profile-viewer mnist-pipeline viewer ... (or pip install xprof)"
+        raise PipelineError(f"xprof is not installed; run the viewer with its extra: {extra}") from None
     with tempfile.TemporaryDirectory(prefix="mnist-pipeline-viewer-") as folder:
         logdir = Path(folder) / paths.TRACE_LOGDIR
         shutil.copytree(trace, logdir)
@@ -39,10 +49,9 @@ def serve(trace: Path, port: int) -> None:
         context.hide_capture_profile_button = True
         context.enable_tab_name_label = False
         context.src_prefix = None
-        plugin = server.ProfilePluginLoader().load(context)
-        web = wsgi.Server((HOST, port), server.make_wsgi_app(plugin))
-        web.prepare()  # bound: the address can be printed, or the port in use named
-        print(f"XProf at http://{HOST}:{web.bind_addr[1]}/ (the trace of {trace}; Ctrl-C stops it)", flush=True)
+        web = wsgi.Server((HOST, port), server.make_wsgi_app(server.ProfilePluginLoader().load(context)))
+        web.prepare()
+        print(f"XProf at http://{HOST}:{port}/ (the trace of {trace}; Ctrl-C stops it)", flush=True)
         try:
             web.serve()
         finally:
@@ -57,14 +66,4 @@ def main(args: argparse.Namespace) -> None:
             f"{trace}: no trace; run the profile stage first: snakemake --cores all (or dvc repro"
             f" profile@{args.variant})"
         )
-    try:
-        port = int(args.port)
-    except ValueError:
-        raise PipelineError(f"--port {args.port}: not a port number; give one from 1024 to 65535") from None
-    try:
-        serve(trace, port)
-    except OSError as err:
-        if err.errno is not None and err.errno in (98, 13):  # in use, or a port only root may bind
-            raise PipelineError(f"--port {port}: cannot listen there ({err.strerror}); choose another port") from None
-        raise
-    sys.stdout.flush()
+    serve(trace, checked_port(str(args.port)))

@@ -156,7 +156,7 @@ def stage(args: argparse.Namespace, command: Command) -> Iterator[Callable[[argp
     console.log_file()  # a setting that is not a log file is refused
     started, clock = now(), time.perf_counter()
     if getattr(args, "root", ".") != ".":
-        atomic.claim(args.root, option="--root", command=args.command)
+        atomic.claim(args.root, option="--root", command=args.command, signature="", inside=paths.POINT_PARAMS)
     is_stage = any(s.command == args.command for s in stage_table.STAGES)
     checker = Recorder(load(args.params), str(args.params)) if is_stage else None
     job = job_for(args, checker) if checker else None

@@ -18,11 +18,11 @@ DESCRIPTION = "A reproducible MNIST pipeline: one command per stage, and its too
 
 def _common(parser: argparse.ArgumentParser, default: bool) -> None:
     """--params and --verbose, before or after the command (after it, an option left out keeps its value)."""
-    keep = {} if default else {"default": argparse.SUPPRESS}
+    params, verbose = ("params.yaml", False) if default else (argparse.SUPPRESS, argparse.SUPPRESS)
+    parser.add_argument("--params", default=params, help="parameters file (default: params.yaml)")
     parser.add_argument(
-        "--params", **({"default": "params.yaml"} | keep), help="parameters file (default: params.yaml)"
+        "--verbose", "-v", action="store_true", default=verbose, help="debug logging and full tracebacks"
     )
-    parser.add_argument("--verbose", "-v", action="store_true", **keep, help="debug logging and full tracebacks")
 
 
 def version() -> str:

@@ -4,6 +4,7 @@ workflow/rules/ and the params.yaml JSON schema (`mnist-pipeline generate`; `--c
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import shutil
@@ -231,7 +232,7 @@ def rule_file(name: str) -> str:
 GENERATED: dict[Path, Callable[[], str]] = {
     Path("dvc.yaml"): dvc_yaml,
     Path("workflow/schemas/params.schema.json"): lambda: json.dumps(schema(), indent=2) + "\n",
-    **{Path(f"workflow/rules/{name}.smk"): (lambda n=name: rule_file(n)) for name in [*RULE_FILES, "sweep"]},
+    **{Path(f"workflow/rules/{name}.smk"): functools.partial(rule_file, name) for name in [*RULE_FILES, "sweep"]},
 }
 
 

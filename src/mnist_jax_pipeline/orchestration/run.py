@@ -95,8 +95,8 @@ class Outcome:
 
     def __exit__(self, kind: type | None, err: BaseException | None, tb: TracebackType | None) -> bool:
         if isinstance(err, Stopped | KeyboardInterrupt):
-            for sig in STOP_SIGNALS:  # the clean-up must not be interrupted again
-                signal.signal(sig, signal.SIG_IGN)
+            for stop in STOP_SIGNALS:  # the clean-up must not be interrupted again
+                signal.signal(stop, signal.SIG_IGN)
             signum = err.signum if isinstance(err, Stopped) else signal.SIGINT
             atomic.discard_temps()
             name = signal.Signals(signum).name

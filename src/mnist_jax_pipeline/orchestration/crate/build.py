@@ -32,7 +32,10 @@ import hashlib
 import json
 import mimetypes
 import os
+import subprocess
 from collections.abc import Iterable
+from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -45,10 +48,14 @@ from ...artefacts.provenance import Hashes
 from ...artefacts.training import RunInfo
 from ...foundation import paths
 from .. import commands, stage_table
-from . import software
-from .agent import GitUser
 from .records import RecordedJob
 
+PROJECT = "mnist-jax-pipeline"  # the project's distribution, as the records' `versions` name it
+ENGINES = {"snakemake": "Snakemake", "dvc": "DVC"}  # the tools a record's `run.tool` names: package, name
+BY_HAND = "mnist-pipeline"  # the `run.tool` of a job run by hand
+NOT_INSTALLED = "not installed"  # a record's version of a package it could not find
+PYPI = "https://pypi.org/project/{}/{}/"  # a release's page: the @id and url of a package at a version
+GIT_TIMEOUT_S = 10
 RO_CRATE_VERSION = "1.1"
 PROFILES = {  # conformsTo of the root: the profile and the profiles it extends
     "https://w3id.org/ro/wfrun/process/0.5": "Process Run Crate",
@@ -94,6 +101,54 @@ def _compact(graph: list[dict[str, Any]]) -> None:
         for key, value in entity.items():
             if isinstance(value, list) and len(value) == 1:
                 entity[key] = value[0]
+
+
+def recorded_version(jobs: Iterable[RecordedJob], package: str) -> str | None:
+    """The version of `package` the jobs recorded, when they agree on one."""
+    found = {job.record.versions.get(package) for job in jobs} - {None, NOT_INSTALLED}
+    return found.pop() if len(found) == 1 else None
+
+
+def requirements(jobs: Iterable[RecordedJob]) -> list[tuple[str, str]]:
+    """(package, version) of what the jobs' stage needs: what they recorded, less the project and its tools."""
+    return sorted(
+        {
+            (name, release)
+            for job in jobs
+            for name, release in job.record.versions.items()
+            if name != PROJECT and name not in ENGINES and release != NOT_INSTALLED
+        }
+    )
+
+
+def license_expression() -> str | None:
+    """The project's license as its package metadata states it (pyproject.toml's SPDX expression)."""
+    try:
+        found = metadata.metadata(PROJECT).json.get("license_expression")
+    except metadata.PackageNotFoundError:
+        return None
+    return found if isinstance(found, str) else None
+
+
+@dataclass(frozen=True)
+class GitUser:
+    name: str
+    email: str | None
+
+
+def _config(key: str) -> str | None:
+    """One git setting as git resolves it in the current folder; None when unset or without git."""
+    try:
+        done = subprocess.run(["git", "config", "--get", key], capture_output=True, text=True, timeout=GIT_TIMEOUT_S)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (done.stdout.strip() or None) if done.returncode == 0 else None
+
+
+def git_user() -> GitUser | None:
+    """The configured git user; None without a user.name (an email alone names no one)."""
+    name = _config("user.name")
+    return GitUser(name, _config("user.email")) if name else None
 
 
 class CrateBuilder:
@@ -146,7 +201,7 @@ class CrateBuilder:
 
     def package(self, package: str, version: str, name: str | None = None) -> Entity:
         """A package at a version, as released on PyPI: its release page is its @id and url."""
-        page = software.PYPI.format(package, version)
+        page = PYPI.format(package, version)
         return self._context(
             page, "SoftwareApplication", name=name or package, softwareVersion=version, url={"@id": page}
         )
@@ -191,7 +246,7 @@ class CrateBuilder:
 
     def license(self) -> Entity | str | None:
         """The project's license: one SPDX identifier as its spdx.org page, an expression of several as text."""
-        expression = software.license_expression()
+        expression = license_expression()
         if not expression or " " in expression:
             return expression
         return self._context(
@@ -200,7 +255,7 @@ class CrateBuilder:
 
     def workflow(self) -> Entity:
         """The stage table, with Snakefile and dvc.yaml as the same workflow in each tool's language."""
-        version = software.version(self.jobs, software.PROJECT)
+        version = recorded_version(self.jobs, PROJECT)
         workflow = self.crate.add_workflow(
             WORKFLOW.as_posix(),
             dest_path=self._id(WORKFLOW.as_posix()),
@@ -236,7 +291,7 @@ class CrateBuilder:
     def tool(self, stage: stage_table.Stage, position: int) -> tuple[Entity, Entity]:
         """The stage's command (a SoftwareApplication) and its step of the workflow."""
         jobs = [job for job in self.jobs if job.stage == stage]
-        version = software.version(jobs, software.PROJECT)
+        version = recorded_version(jobs, PROJECT)
         tool = self._context(
             _fragment("tool", stage.name),
             "SoftwareApplication",
@@ -245,7 +300,7 @@ class CrateBuilder:
             **({"softwareVersion": version} if version else {}),
         )
         tool["hasPart"] = self.files({name: digest for job in jobs for name, digest in job.record.code.items()})
-        packages = software.requirements(jobs)
+        packages = requirements(jobs)
         if packages:
             tool["softwareRequirements"] = [self.package(name, release) for name, release in packages]
         step = self._context(
@@ -372,7 +427,7 @@ class CrateBuilder:
                 by_tool.setdefault(job.record.run.tool, []).append((job, control))
         found = []
         for tool, ran in sorted(by_tool.items()):
-            engine = workflow if tool == software.BY_HAND else self.engine(tool, [job for job, _ in ran])
+            engine = workflow if tool == BY_HAND else self.engine(tool, [job for job, _ in ran])
             members = [control for _, control in ran]
             found.append(
                 self.crate.add(
@@ -381,7 +436,7 @@ class CrateBuilder:
                         _fragment("organize", tool),
                         properties={
                             "@type": "OrganizeAction",
-                            "name": "Jobs run by hand" if tool == software.BY_HAND else f"Jobs run by {engine['name']}",
+                            "name": "Jobs run by hand" if tool == BY_HAND else f"Jobs run by {engine['name']}",
                             "instrument": engine,
                             "object": members,
                             "result": run,
@@ -394,8 +449,8 @@ class CrateBuilder:
 
     def engine(self, tool: str, jobs: list[RecordedJob]) -> Entity:
         """The tool that ran the jobs: the Snakemake or DVC release they recorded."""
-        name = software.ENGINES.get(tool, tool)
-        version = software.version(jobs, tool)
+        name = ENGINES.get(tool, tool)
+        version = recorded_version(jobs, tool)
         if version:
             return self.package(tool, version, name)
         return self._context(_fragment("engine", tool), "SoftwareApplication", name=name)

@@ -11,7 +11,7 @@ from typing import Any
 from ...artefacts import atomic
 from ...artefacts.provenance import Hashes
 from ...foundation.errors import PipelineError
-from . import agent, build, records
+from . import build, records
 
 METADATA = "ro-crate-metadata.json"
 
@@ -25,7 +25,7 @@ def main(args: argparse.Namespace) -> None:
     jobs, warnings = records.recorded_jobs(hashes)
     for line in warnings:
         print(f"warning: {line}", file=sys.stderr)
-    metadata = build.build(jobs, out, hashes, agent.git_user())
+    metadata = build.build(jobs, out, hashes, build.git_user())
     path = out / METADATA
     if args.validate:
         check(metadata, out, path)

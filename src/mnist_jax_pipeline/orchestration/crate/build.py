@@ -12,7 +12,6 @@ import hashlib
 import json
 import mimetypes
 import os
-from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -46,6 +45,7 @@ EXTRA_TERMS = {
 }
 COMPLETED = "http://schema.org/CompletedActionStatus"  # as text: the profiles compare it with a string
 MEDIA_TYPES = {".npy": "application/x-npy", ".yaml": "application/yaml", ".md": "text/markdown", "": "text/plain"}
+PYTHON = {"name": "Python", "url": {"@id": "https://www.python.org"}}  # the stage table's language
 WORKFLOW = "src/mnist_jax_pipeline/orchestration/stage_table.py"
 RUN_NAME = "Run of the mnist-jax-pipeline workflow"  # in every crate: how --out recognises one of its own
 # the run facts the device entity gives, from metrics/train/<variant>.run.json
@@ -66,7 +66,7 @@ def _times(jobs: list[RecordedJob]) -> dict[str, str]:
     return {"startTime": start.replace("Z", "+00:00"), "endTime": end.replace("Z", "+00:00")}
 
 
-def recorded_version(jobs: Iterable[RecordedJob], package: str) -> str | None:
+def recorded_version(jobs: list[RecordedJob], package: str) -> str | None:
     """The version of `package` the jobs recorded, when they agree on one."""
     found = {job.record.versions.get(package) for job in jobs} - {None, NOT_INSTALLED}
     return found.pop() if len(found) == 1 else None
@@ -75,7 +75,8 @@ def recorded_version(jobs: Iterable[RecordedJob], package: str) -> str | None:
 def _license() -> str | None:
     """The project's license as its package metadata states it (pyproject.toml's SPDX expression)."""
     with contextlib.suppress(metadata.PackageNotFoundError):
-        return metadata.metadata(PROJECT).get("License-Expression")
+        found = metadata.metadata(PROJECT).json.get("license_expression")
+        return found if isinstance(found, str) else None
     return None
 
 
@@ -95,17 +96,18 @@ class CrateBuilder:
             ContextEntity(self.crate, identifier, properties={"@type": kind, **properties})
         )
 
+    def value(self, identifier: str, name: str, value: str, key: str | None = None) -> Entity:
+        """A PropertyValue: a name, its value, and the key it has in its source (`propertyID`), if any."""
+        return self._context(
+            identifier, "PropertyValue", name=name, value=value, **({"propertyID": key} if key else {})
+        )
+
     def _facts(self, name: str, digest: str | None = None) -> dict[str, Any]:
         """A project file's name, digest (`digest`: the record's), size and media type."""
         path = Path(name)
         kind = mimetypes.guess_type(name)[0] or MEDIA_TYPES.get(path.suffix, "application/octet-stream")
-        size = str(path.stat().st_size)
-        return {
-            "name": path.name,
-            "sha256": digest or self.hashes.of(path),
-            "contentSize": size,
-            "encodingFormat": kind,
-        }
+        facts = {"name": path.name, "sha256": digest or self.hashes.of(path), "encodingFormat": kind}
+        return facts | {"contentSize": str(path.stat().st_size)}
 
     def _dest(self, name: str) -> str:
         """A project file's path relative to the crate's root (ro-crate-py makes it a URI reference, quoted)."""
@@ -120,12 +122,10 @@ class CrateBuilder:
     def files(self, digests: dict[str, str]) -> list[Entity]:
         return [self.file(name, digest) for name, digest in sorted(digests.items())]
 
-    def package(self, package: str, version: str, name: str | None = None) -> Entity:
+    def package(self, package: str, version: str) -> Entity:
         """A package at a version, as released on PyPI: its release page is its @id and url."""
-        page = PYPI.format(package, version)
-        return self._context(
-            page, "SoftwareApplication", name=name or package, softwareVersion=version, url={"@id": page}
-        )
+        page, name = PYPI.format(package, version), ENGINES.get(package, package)
+        return self._context(page, "SoftwareApplication", name=name, softwareVersion=version, url={"@id": page})
 
     def build(self) -> ROCrate:
         workflow = self.workflow()
@@ -153,13 +153,10 @@ class CrateBuilder:
     def root(self, workflow: Entity, mentions: list[Entity]) -> None:
         root = self.crate.root_dataset
         root["name"] = "mnist-jax-pipeline: the workspace's last run"
-        root["description"] = (
-            "The MNIST pipeline's last run in this workspace (download, preprocess, train,"
-            " evaluate, profile, report, and sweep points), from its provenance records."
-        )
+        root["description"] = "The workspace's last run of the MNIST pipeline, sweep points included, from its records."
         terms = _license()
+        page = f"https://spdx.org/licenses/{terms}"
         if terms:  # one SPDX identifier as its spdx.org page, an expression of several as text
-            page = f"https://spdx.org/licenses/{terms}"
             root["license"] = (
                 terms if " " in terms else self._context(page, "CreativeWork", name=terms, identifier=terms)
             )
@@ -174,21 +171,17 @@ class CrateBuilder:
 
     def workflow(self) -> Entity:
         """The stage table, with Snakefile and dvc.yaml as the same workflow in each tool's language."""
-        python = ComputerLanguage(
-            self.crate, "#python", properties={"name": "Python", "url": {"@id": "https://www.python.org"}}
-        )
         version = recorded_version(self.jobs, PROJECT)
         workflow = self.crate.add_workflow(
             WORKFLOW,
             dest_path=self._dest(WORKFLOW),
             main=True,
-            lang=self.crate.add(python),
+            lang=self.crate.add(ComputerLanguage(self.crate, "#python", properties=PYTHON)),
             properties={
                 **self._facts(WORKFLOW),
                 "@type": ["File", "SoftwareSourceCode", "ComputationalWorkflow", "HowTo"],
                 "name": "mnist-jax-pipeline stage table",
-                "description": "The pipeline's stages: command, params sections, inputs and outputs"
-                " (Snakemake's rules and dvc.yaml are made from it)",
+                "description": "The pipeline's stages, from which Snakemake's rules and dvc.yaml are made",
                 **({"version": version} if version else {}),
             },
         )
@@ -229,18 +222,12 @@ class CrateBuilder:
 
     def action(self, job: RecordedJob, tool: Entity) -> Entity:
         """The job's CreateAction: its command, its inputs and params, its outputs and record, who ran it."""
-        key = [*job.root.parts, job.record.stage]  # '#run/train@jit', '#run/sweeps/<sweep>/<point>/train@jit'
+        key = [*job.root.parts, job.name]  # '#run/train@jit', '#run/sweeps/<sweep>/<point>/train@jit'
         params = [
-            self._context(
-                _fragment("params", *key, section),
-                "PropertyValue",
-                name=section,
-                propertyID=f"params.yaml#{section}",
-                value=json.dumps(value, sort_keys=True),
-            )
-            for section, value in sorted(job.record.params.items())
+            self.value(_fragment("params", *key, name), name, json.dumps(value, sort_keys=True), f"params.yaml#{name}")
+            for name, value in sorted(job.record.params.items())
         ]
-        record = self.file(job.record_path.as_posix(), description=f"the provenance record of '{job.label}'")
+        record = self.file(job.stamp_path.as_posix(), description=f"the provenance record of '{job.label}'")
         root = f" --root {job.root.as_posix()}" if job.root != Path(".") else ""
         action = self.crate.add_action(
             tool,
@@ -272,7 +259,7 @@ class CrateBuilder:
             "Product",
             name=f"{info.backend}: {info.device_kind} x{info.device_count} ({info.cpu_model})",
             additionalProperty=[
-                self._context(_fragment("device", digest, key), "PropertyValue", name=key, value=str(value))
+                self.value(_fragment("device", digest, key), key, str(value))
                 for key, value in facts.items()
                 if value is not None
             ],
@@ -280,7 +267,7 @@ class CrateBuilder:
         self.file(path.as_posix())["about"] = device
         values = {"XLA_FLAGS": info.xla_flags, "JAX_DEFAULT_MATMUL_PRECISION": info.matmul_precision}
         action["environment"] = [
-            self._context(_fragment("env", name, value), "PropertyValue", name=name, value=value)
+            self.value(_fragment("env", name, value), name, value)
             for name, value in values.items()
             if value is not None
         ]
@@ -324,10 +311,10 @@ class CrateBuilder:
 
     def engine(self, tool: str, jobs: list[RecordedJob]) -> Entity:
         """The tool that ran the jobs: the Snakemake or DVC release they recorded."""
-        name, version = ENGINES.get(tool, tool), recorded_version(jobs, tool)
+        version = recorded_version(jobs, tool)
         if version:
-            return self.package(tool, version, name)
-        return self._context(_fragment("engine", tool), "SoftwareApplication", name=name)
+            return self.package(tool, version)
+        return self._context(_fragment("engine", tool), "SoftwareApplication", name=ENGINES.get(tool, tool))
 
 
 def build(jobs: list[RecordedJob], out: Path, hashes: Hashes, user: dict[str, str]) -> dict[str, Any]:

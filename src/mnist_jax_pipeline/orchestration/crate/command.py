@@ -14,15 +14,14 @@ from ...foundation.errors import PipelineError
 from . import build, records
 
 METADATA = "ro-crate-metadata.json"
+GIT_USER = ["git", "config", "--get-regexp", r"^user\.(name|email)$"]  # each as `user.name Ada Lovelace`
 
 
 def git_user() -> dict[str, str]:
     """`git config user.name` and `user.email` as git resolves them here; none without a user.name (an email
     alone names no one) or without git."""
     try:
-        done = subprocess.run(
-            ["git", "config", "--get-regexp", r"^user\.(name|email)$"], capture_output=True, text=True, timeout=10
-        )
+        done = subprocess.run(GIT_USER, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return {}
     pairs = (line.partition(" ") for line in done.stdout.splitlines())

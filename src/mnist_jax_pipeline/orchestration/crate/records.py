@@ -12,27 +12,21 @@ from ...config import sweeps
 from ...foundation import paths
 from ...foundation.errors import PipelineError
 from .. import stage_table
+from ..freshness import Job
 
 RERUN = "snakemake --cores all, or dvc repro"
 
 
-@dataclass(frozen=True)
-class RecordedJob:
-    """One job's record: `train@jit` under `root` (the project root, or a sweep point's folder)."""
+@dataclass(frozen=True, kw_only=True)
+class RecordedJob(Job):
+    """A job (`train@jit` under the project root, or a sweep point's folder) with its record."""
 
     record: Stamp
-    record_path: Path  # relative to the project root
-    root: Path
-    stage: stage_table.Stage
-
-    @property
-    def variant(self) -> str | None:
-        return self.record.stage.partition("@")[2] or None
 
     @property
     def label(self) -> str:
         """'train@jit', or 'train@jit [sweeps/tiny/step_size=0.1]' for a sweep point's job."""
-        return self.record.stage + ("" if self.root == Path(".") else f" [{self.root.as_posix()}]")
+        return self.name + ("" if self.root == Path(".") else f" [{self.root.as_posix()}]")
 
 
 def read(path: Path, hashes: Hashes) -> RecordedJob | str:
@@ -44,9 +38,9 @@ def read(path: Path, hashes: Hashes) -> RecordedJob | str:
         return f"{path}: not a provenance record (unreadable or damaged); re-run the stage that wrote it"
     name, _, variant = record.stage.partition("@")
     stage = next((stage for stage in stage_table.STAGES if stage.name == name), None)
-    if stage is None or stage.stamp.at(variant or None, path.parent.parent) != path:
+    job = RecordedJob(stage, variant or None, path.parent.parent, record=record) if stage else None
+    if job is None or job.stamp_path != path:
         return f"{path}: names the job '{record.stage}', which does not write this record; delete it"
-    job = RecordedJob(record, path, path.parent.parent, stage)
     for file, digest in sorted({**record.code, **record.inputs, **record.outputs}.items()):
         if not Path(file).is_file() or hashes.of(Path(file)) != digest:
             state = f"changed since '{record.stage}' recorded it" if Path(file).is_file() else "missing"

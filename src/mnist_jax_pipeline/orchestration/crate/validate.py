@@ -48,15 +48,16 @@ class LocalOnly(BaseAdapter):
         """Nothing to release."""
 
 
+def _line(issue: Any) -> str:
+    where = f" ({issue.violatingEntity})" if issue.violatingEntity else ""
+    return f"{issue.check.identifier}: {issue.message}{where}".replace("\n", " ")
+
+
 def validate(metadata: dict[str, Any], crate_root: Path, path: Path) -> None:
-    """Validate the crate (its files in `crate_root`) against PROFILE, every level, offline, before it is written
-    to `path`: one line per REQUIRED issue, then one line of counts (RECOMMENDED findings by kind, most first);
-    on a REQUIRED issue, fail."""
+    """Validate the crate (its files in `crate_root`) against PROFILE offline, before it is written to `path`: print a
+    line per REQUIRED issue and one of the counts (RECOMMENDED findings by kind); fail on a REQUIRED issue."""
     if not CONTEXT_FILE.is_file() or hashlib.sha256(CONTEXT_FILE.read_bytes()).hexdigest() != CONTEXT_SHA256:
-        raise PipelineError(
-            f"{CONTEXT_FILE}: missing or not the RO-Crate 1.1 context; restore it from the repository"
-            " (git checkout -- that file)"
-        )
+        raise PipelineError(f"{CONTEXT_FILE}: missing or changed; restore it from git (git checkout -- that file)")
     os.environ.setdefault("ROCRATE_VALIDATOR_AUTO_WARM", "0")  # no network warm-up of the profiles' URLs
     from rocrate_validator import services
     from rocrate_validator.models import Severity, ValidationSettings
@@ -79,19 +80,9 @@ def validate(metadata: dict[str, Any], crate_root: Path, path: Path) -> None:
             f"{adapter.refused[0]}: the validator needs it and it is not available offline;"
             " the crate was not validated (report it as a bug of mnist-pipeline crate)"
         )
-    required = sorted(
-        {
-            f"{i.check.identifier}: {i.message}{f' ({i.violatingEntity})' if i.violatingEntity else ''}".replace(
-                "\n", " "
-            )
-            for i in issues
-            if i.severity == Severity.REQUIRED
-        }
-    )
+    required = sorted({_line(issue) for issue in issues if issue.severity == Severity.REQUIRED})
     found = Counter(i.check.name for i in issues if i.severity == Severity.RECOMMENDED)
-    kinds = ", ".join(
-        f"{count} x {kind}" for kind, count in sorted(found.items(), key=lambda item: (-item[1], item[0]))
-    )
+    kinds = ", ".join(f"{count} x {kind}" for kind, count in found.most_common())
     for line in required:
         print(f"REQUIRED: {line}")
     print(

@@ -106,6 +106,7 @@ def point_name(changes: dict[str, Any]) -> str:
 
 
 def _read_spec(path: Path) -> SweepFile:
+    """The sweep file, its name, format and grid checked (one line naming the file and the fix)."""
     if path.suffix != ".yaml":
         raise PipelineError(f"{path}: a sweep file is named NAME.yaml; rename it {path.with_suffix('.yaml')}")
     if not SWEEP_NAME.fullmatch(path.stem):

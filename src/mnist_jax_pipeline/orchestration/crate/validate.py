@@ -49,6 +49,7 @@ class LocalOnly(BaseAdapter):
 
 
 def _line(issue: Any) -> str:
+    """A validator's issue on one line: the check, its message, the entity."""
     where = f" ({issue.violatingEntity})" if issue.violatingEntity else ""
     return f"{issue.check.identifier}: {issue.message}{where}".replace("\n", " ")
 
@@ -82,7 +83,8 @@ def validate(metadata: dict[str, Any], crate_root: Path, path: Path) -> None:
         )
     required = sorted({_line(issue) for issue in issues if issue.severity == Severity.REQUIRED})
     found = Counter(i.check.name for i in issues if i.severity == Severity.RECOMMENDED)
-    kinds = ", ".join(f"{count} x {kind}" for kind, count in found.most_common())
+    ranked = sorted(found.items(), key=lambda item: (-item[1], item[0]))  # most first, then by name: the same each run
+    kinds = ", ".join(f"{count} x {kind}" for kind, count in ranked)
     for line in required:
         print(f"REQUIRED: {line}")
     print(

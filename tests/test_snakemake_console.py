@@ -150,8 +150,8 @@ def _models_a_file(ws: Path) -> dict:
     (ws / "models").rmdir()
     (ws / "models").write_text("not a folder\n")
     return {
-        "line": "error: models: not a folder, and the pipeline keeps models/nojit.safetensors in it; move it"
-        " away or delete it, then run again"
+        "line": "error: models: not a folder, and models/nojit.safetensors is written in it; move it away or"
+        " delete it, then run again"
     }
 
 

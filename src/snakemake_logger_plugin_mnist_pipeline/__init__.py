@@ -1,9 +1,8 @@
 """Snakemake's console for this pipeline: `snakemake --logger mnist-pipeline` (profiles/default sets it).
 
-A Snakemake logger plugin (snakemake-interface-logger-plugins): Snakemake finds it by its module
-name and hands it every log record. It writes the calm console of lines.py; with `--verbose` it
-writes Snakemake's own console instead. Snakemake's own log file (.snakemake/log/) is written as
-always, with every job's files and reasons.
+A Snakemake logger plugin (snakemake-interface-logger-plugins): Snakemake finds it by its module name and
+hands it every log record. It writes the calm console of lines.py; with `--verbose` it writes Snakemake's
+own console instead. Snakemake's own log file (.snakemake/log/) is written as always.
 """
 
 from __future__ import annotations
@@ -17,24 +16,23 @@ from .lines import Console
 
 
 class LogHandler(LogHandlerBase):
+    writes_to_stream = True
+    writes_to_file = False
+    has_filter = True
+    has_formatter = True
+    needs_rulegraph = False
+
     def __post_init__(self) -> None:
         from snakemake.logging import ColorizingTextHandler, DefaultFilter, DefaultFormatter
 
         settings = self.common_settings
         self.stream = sys.stdout if settings.stdout else sys.stderr
-        # --quiet, --printshellcmds and --debug-dag keep their meaning
-        self.addFilter(
-            DefaultFilter(
-                settings.quiet, settings.debug_dag, settings.verbose, settings.dryrun, settings.printshellcmds
-            )
-        )
+        shown = (settings.quiet, settings.debug_dag, settings.verbose, settings.dryrun, settings.printshellcmds)
+        self.addFilter(DefaultFilter(*shown))  # --quiet, --printshellcmds and --debug-dag keep their meaning
         self.snakemakes: logging.Handler | None = None
         if settings.verbose:
-            self.snakemakes = ColorizingTextHandler(
-                nocolor=settings.nocolor,
-                stream=self.stream,
-                formatter=DefaultFormatter(settings.quiet, settings.show_failed_logs),
-            )
+            formatter = DefaultFormatter(settings.quiet, settings.show_failed_logs)
+            self.snakemakes = ColorizingTextHandler(nocolor=settings.nocolor, stream=self.stream, formatter=formatter)
         self.console = Console(dryrun=settings.dryrun)
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -44,27 +42,6 @@ class LogHandler(LogHandlerBase):
         try:
             line = self.console.line(record)
             if line:
-                self.stream.write(line + "\n")
-                self.stream.flush()
+                print(line, file=self.stream, flush=True)
         except Exception:
             self.handleError(record)
-
-    @property
-    def writes_to_stream(self) -> bool:
-        return True
-
-    @property
-    def writes_to_file(self) -> bool:
-        return False
-
-    @property
-    def has_filter(self) -> bool:
-        return True
-
-    @property
-    def has_formatter(self) -> bool:
-        return True
-
-    @property
-    def needs_rulegraph(self) -> bool:
-        return False

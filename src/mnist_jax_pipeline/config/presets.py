@@ -1,21 +1,21 @@
-"""Presets: named parameter sets, `presets/NAME.yaml`, applied by `mnist-pipeline preset NAME`.
+"""Presets: named parameter sets, `presets/NAME.yaml`, merged over params.yaml by `mnist-pipeline preset NAME`.
 
-A preset is merged over the current params.yaml: every key it names takes the preset's value and
-every other key keeps the file's. Merging rather than replacing keeps params.yaml's comments and
-layout (only the changed values differ in `git diff`), lets a preset name just the keys it is
-about, and gives exactly the preset's values when it is complete, as presets/time-to-accuracy.yaml
-is. The result is checked like any params.yaml before it replaces the file, atomically; one line
-per changed key says what changed.
+Every key a preset names takes its value, every other key keeps the file's, and so do its comments and layout; the
+result is checked like any params.yaml before it replaces the file, and each changed key is printed.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import io
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from ..artefacts import atomic
 from ..foundation.errors import PipelineError, clip
@@ -26,48 +26,34 @@ Key = tuple[str, ...]
 ABSENT = object()  # a key one side of a change does not have
 
 
-def names(folder: Path = FOLDER) -> list[str]:
-    """The presets of the project: the stems of presets/*.yaml."""
-    return sorted(path.stem for path in folder.glob("*.yaml"))
-
-
 def find(name: str, folder: Path = FOLDER) -> Path:
     """presets/NAME.yaml, or one line listing the presets there are."""
-    available = names(folder)
+    available = sorted(path.stem for path in folder.glob("*.yaml"))
     if name not in available:
-        listing = ", ".join(available) if available else f"none ({folder}/ holds no *.yaml; run from the project root)"
+        listing = ", ".join(available) or f"none ({folder}/ holds no *.yaml; run from the project root)"
         raise PipelineError(f"{folder / clip(name)}.yaml: no such preset; available: {listing}")
     return folder / f"{name}.yaml"
 
 
-def merge(base: Any, preset: Any) -> Any:
-    """`preset` over `base`: mappings are merged key by key, any other value (a list too) is replaced."""
-    if not (isinstance(base, dict) and isinstance(preset, dict)):
-        return preset
-    return {**base, **{key: merge(base.get(key, ABSENT), value) for key, value in preset.items()}}
-
-
 def changes(before: Any, after: Any, key: Key = ()) -> dict[Key, tuple[Any, Any]]:
-    """{key path: (old, new)} for every value that differs; 1, 1.0 and true differ, as they do to the stages."""
+    """{key path: (old, new)} for every value of `after` that `before` lacks or holds otherwise (mappings are
+    compared key by key, any other value whole); 1, 1.0 and true differ, as they do to the stages."""
     if isinstance(after, dict) and (isinstance(before, dict) or before is ABSENT):
         old = before if isinstance(before, dict) else {}
-        found: dict[Key, tuple[Any, Any]] = {}
-        for name, value in after.items():
-            found |= changes(old.get(name, ABSENT), value, (*key, str(name)))
-        return found
+        return {
+            path: pair
+            for name, value in after.items()
+            for path, pair in changes(old.get(name, ABSENT), value, (*key, str(name))).items()
+        }
     same = before is not ABSENT and json.dumps(before, default=repr) == json.dumps(after, default=repr)
     return {} if same else {key: (before, after)}
 
 
 def show(value: Any) -> str:
-    """A value as params.yaml writes it, cut when long."""
+    """A value in YAML's flow style, as params.yaml writes lists, cut when long."""
     if value is ABSENT:
         return "(absent)"
-    if isinstance(value, list):
-        return clip("[" + ", ".join(show(v) for v in value) + "]")
-    if isinstance(value, dict):
-        return clip("{" + ", ".join(f"{k}: {show(v)}" for k, v in value.items()) + "}")
-    return clip(json.dumps(value) if value is None or isinstance(value, bool) or value == "" else str(value))
+    return clip(yaml.safe_dump(value, default_flow_style=True, width=math.inf).removesuffix("...\n").strip())
 
 
 def render(text: str, edits: dict[Key, Any]) -> str:
@@ -77,9 +63,7 @@ def render(text: str, edits: dict[Key, Any]) -> str:
     yaml = YAML()  # round trip
     document = yaml.load(text)
     for (*parents, last), value in edits.items():
-        node = document
-        for part in parents:
-            node = node.setdefault(part, {})
+        node = functools.reduce(lambda parent, part: parent.setdefault(part, {}), parents, document)
         if isinstance(node.get(last), list) and isinstance(value, list):
             node[last][:] = value  # keeps the list's flow style
         else:
@@ -93,18 +77,16 @@ def main(args: argparse.Namespace) -> None:
     """`mnist-pipeline preset NAME`: merge presets/NAME.yaml over params.yaml and print what changed."""
     path = find(args.name)
     text = yaml_text(args.params)
-    before = parse_yaml(text, args.params)
-    preset = read_yaml(path)
+    before, preset = parse_yaml(text, args.params), read_yaml(path)
     for what, value in ((args.params, before), (path, preset)):
         if not isinstance(value, dict):
             raise PipelineError(f"{what}: not a mapping of sections to parameters; fix it or restore it from git")
-    edits = {key: new for key, (_, new) in changes(before, merge(before, preset)).items()}
-    if not edits:
+    found = changes(before, preset)  # the preset merged over the file: what it changes
+    if not found:
         print(f"{args.params}: already has every value of preset '{args.name}'; nothing changed", file=sys.stderr)
         return
-    result = render(text, edits)
-    written = parse_yaml(result, args.params)
-    validate(written, f"{args.params} with preset '{args.name}'")
+    result = render(text, {key: new for key, (_, new) in found.items()})
+    validate(parse_yaml(result, args.params), f"{args.params} with preset '{args.name}'")
     atomic.write_text(args.params, result)
-    for key, (old, new) in changes(before, written).items():
+    for key, (old, new) in found.items():
         print(f"{'.'.join(key)}: {show(old)} -> {show(new)}")

@@ -1,29 +1,20 @@
-"""Sweeps: a grid of parameter changes, declared once in `sweeps/<name>.yaml`, run by Snakemake or
-queued as DVC experiments.
-
-    variant: jit_scan            # the variant every point trains
-    grid:                        # every combination of these values
-      train.step_size: [0.1, 0.3]
-      train.batch_size: [128, 512]
-    points:                      # more points, each a set of changes (optional)
-      - {train.optimizer: adam, train.step_size: 0.001}
-
-A point is `params.yaml` with its changes. Only `model.*` and `train.*` keys may change: every
-point shares one download and one preprocess. Under Snakemake each point's outputs live in
-`sweeps/<name>/<point>/` (the stages' usual layout under that folder); `snakemake --cores N
-sweeps` runs the points N at a time and re-runs only points whose values changed.
+"""Sweeps: a grid of `model.*` and `train.*` changes to params.yaml, declared in `sweeps/<name>.yaml` (docs/sweeps.md)
+and run by Snakemake, each point's outputs under `sweeps/<name>/<point>/`, or queued as DVC experiments.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import hashlib
 import itertools
 import json
+import operator
 import re
 import subprocess
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,15 +56,6 @@ class Sweep:
     points: tuple[Point, ...]
     base: dict[str, Any]  # the params.yaml the points change
 
-    def point(self, name: str) -> Point:
-        for point in self.points:
-            if point.name == name:
-                return point
-        raise PipelineError(
-            f"sweep '{self.name}': no point '{clip(name)}'; its points: "
-            + clip(", ".join(p.name for p in self.points), 200)
-        )
-
     def params(self, point: Point) -> dict[str, Any]:
         """The point's params.yaml: the base with its changes, training the sweep's variant only."""
         return apply(self.base, {**point.changes, "variants": [self.variant]})
@@ -87,8 +69,8 @@ class Sweep:
         return FOLDER / self.name / (point.name if point else "")
 
 
-def apply(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
-    """A copy of `base` with dotted keys set."""
+def apply(base: dict[str, Any], changes: dict[str, Any], source: str = "") -> dict[str, Any]:
+    """A copy of `base` with dotted keys set; `source` names the changes in a refusal."""
     raw = copy.deepcopy(base)
     for dotted, value in changes.items():
         node = raw
@@ -97,7 +79,7 @@ def apply(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
                 raise PipelineError(
-                    f"'{clip(dotted)}': {clip('.'.join(parents[: depth + 1]))} is a value, not a"
+                    f"{source}'{clip(dotted)}': {clip('.'.join(parents[: depth + 1]))} is a value, not a"
                     " section; check the key against docs/parameters.md"
                 )
         node[last] = value
@@ -108,15 +90,12 @@ def _label(value: Any) -> str:
     """A value as it appears in a point's name (a folder and a git ref: no brackets, no spaces)."""
     if isinstance(value, list | tuple):
         return "x".join(_label(v) for v in value)
-    if isinstance(value, bool):
-        return str(value).lower()
-    return str(value)
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def point_name(changes: dict[str, Any]) -> str:
-    """'batch_size=512,step_size=0.1': the last part of each key, the full key where two would clash.
-    The caller sorts the keys, so the same settings always make the same name. A name longer than
-    NAME_LIMIT is cut and given a hash of the whole, to stay a valid file name."""
+    """'batch_size=512,step_size=0.1' for the changes (keys sorted by the caller): the last part of each key, the full
+    key where two would clash; a name over NAME_LIMIT is cut and given a hash of the whole."""
     short = [key.rsplit(".", 1)[-1] for key in changes]
     keys = [s if short.count(s) == 1 else key for s, key in zip(short, changes, strict=True)]
     name = ",".join(f"{k}={_label(v)}" for k, v in zip(keys, changes.values(), strict=True)) or "base"
@@ -126,14 +105,8 @@ def point_name(changes: dict[str, Any]) -> str:
     return name
 
 
-def expand(spec: SweepFile) -> list[dict[str, Any]]:
-    """The grid's combinations, then the extra points."""
-    keys = list(spec.grid)
-    combos = [dict(zip(keys, values, strict=True)) for values in itertools.product(*spec.grid.values())]
-    return (combos if keys else []) + [dict(p) for p in spec.points]
-
-
 def _read_spec(path: Path) -> SweepFile:
+    """The sweep file, its name, format and grid checked (one line naming the file and the fix)."""
     if path.suffix != ".yaml":
         raise PipelineError(f"{path}: a sweep file is named NAME.yaml; rename it {path.with_suffix('.yaml')}")
     if not SWEEP_NAME.fullmatch(path.stem):
@@ -145,37 +118,30 @@ def _read_spec(path: Path) -> SweepFile:
     if not isinstance(raw, dict):
         raise PipelineError(f"{path}: a sweep file is a mapping of 'variant', 'grid' and 'points'; see docs/sweeps.md")
     try:
-        return SweepFile.model_validate(raw)
+        spec = SweepFile.model_validate(raw)
     except ValidationError as err:
         first = err.errors()[0]
         where = clip(".".join(str(part) for part in first["loc"])) or "the file"
         raise PipelineError(f"{path}: {where}: {first['msg'].lower()}; fix the sweep file") from None
-
-
-def _lookup(raw: dict[str, Any], dotted: str) -> Any:
-    node: Any = raw
-    for part in dotted.split("."):
-        node = node[part]
-    return node
-
-
-def load(path: str | Path, params_path: str | Path = DEFAULT_PARAMS) -> Sweep:
-    """A sweep file, every point checked as a params.yaml of its own (one line naming the point and key).
-
-    A point's changes are kept as the validated values, keys sorted: `1` and `1.0` for a float,
-    or the same keys in another order, are the same point, with the same name."""
-    path = Path(path)
-    spec = _read_spec(path)
     empty = next((key for key, values in spec.grid.items() if not values), None)
     if empty is not None:  # one empty list would leave no combination: the whole grid would be dropped
         raise PipelineError(
             f"{path}: grid: '{clip(empty)}' has no values, which leaves the grid no combination;"
             " give it at least one value or remove it"
         )
+    return spec
+
+
+def load(path: str | Path, params_path: str | Path = DEFAULT_PARAMS) -> Sweep:
+    """A sweep file, every point checked as a params.yaml of its own, its changes kept as the validated values, keys
+    sorted: `1` and `1.0` for a float, or the same keys in another order, make the same point."""
+    path = Path(path)
+    spec = _read_spec(path)
     base = read_yaml(params_path)
     validate(base, str(params_path))
+    grid = [dict(zip(spec.grid, values, strict=True)) for values in itertools.product(*spec.grid.values())]
     points = []
-    for changes in expand(spec):
+    for changes in [*(grid if spec.grid else []), *spec.points]:
         for key, value in changes.items():
             if "." not in key and isinstance(value, dict):
                 example = next(iter(value), "step_size")
@@ -188,16 +154,11 @@ def load(path: str | Path, params_path: str | Path = DEFAULT_PARAMS) -> Sweep:
                     f"{path}: '{clip(key)}' cannot vary in a sweep: only model.* and train.* keys do"
                     " (every point shares one download and preprocess)"
                 )
-        try:
-            changed = apply(base, {**changes, "variants": [spec.variant]})
-        except PipelineError as err:
-            raise PipelineError(f"{path}: {err}") from None
-        checked = validate(changed, f"{path}, point {point_name(changes)}")
-        values = checked.to_dict()
-        canonical = {key: _lookup(values, key) for key in sorted(changes)}
+        changed = apply(base, {**changes, "variants": [spec.variant]}, f"{path}: ")
+        values = validate(changed, f"{path}, point {point_name(changes)}").to_dict()
+        canonical = {key: functools.reduce(operator.getitem, key.split("."), values) for key in sorted(changes)}
         points.append(Point(point_name(canonical), canonical))
-    names = [p.name for p in points]
-    duplicate = next((n for n in names if names.count(n) > 1), None)
+    duplicate = next((name for name, count in Counter(p.name for p in points).items() if count > 1), None)
     if duplicate:
         raise PipelineError(f"{path}: point '{duplicate}' is listed twice (the same values); list each point once")
     if not points:
@@ -205,16 +166,12 @@ def load(path: str | Path, params_path: str | Path = DEFAULT_PARAMS) -> Sweep:
     return Sweep(path.stem, spec.variant, tuple(points), base)
 
 
-def files(folder: Path = FOLDER) -> list[Path]:
-    """The sweep files of the project: sweeps/*.yaml (and misnamed *.yml, refused when loaded)."""
-    return sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")])
-
-
 def discover(folder: Path = FOLDER, params_path: str | Path = DEFAULT_PARAMS) -> tuple[dict[str, Sweep], list[str]]:
-    """Every sweep of the project by name, and the one-line errors of the files that are not valid."""
+    """Every sweep of the project by name (sweeps/*.yaml, and a misnamed *.yml refused), and the one-line
+    errors of the files that are not valid."""
     found: dict[str, Sweep] = {}
     errors: list[str] = []
-    for path in files(folder):
+    for path in sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]):
         try:
             found[path.stem] = load(path, params_path)
         except PipelineError as err:
@@ -225,7 +182,10 @@ def discover(folder: Path = FOLDER, params_path: str | Path = DEFAULT_PARAMS) ->
 def write_point(args: argparse.Namespace) -> None:
     """`mnist-pipeline sweep-point --sweep NAME --point POINT`: the point's params.yaml."""
     sweep = load(FOLDER / f"{args.sweep}.yaml", args.params)
-    point = sweep.point(args.point)
+    point = next((point for point in sweep.points if point.name == args.point), None)
+    if point is None:
+        listed = clip(", ".join(p.name for p in sweep.points), 200)
+        raise PipelineError(f"sweep '{sweep.name}': no point '{clip(args.point)}'; its points: {listed}")
     atomic.write_text(sweep.folder(point) / paths.POINT_PARAMS, yaml.safe_dump(sweep.params(point), sort_keys=False))
 
 
@@ -251,23 +211,26 @@ def _in_queue() -> dict[str, str]:
         }
 
 
+def _run(*command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, capture_output=True, text=True)
+
+
 def queue(args: argparse.Namespace) -> None:
     """`mnist-pipeline sweep-queue --file sweeps/NAME.yaml`: queue the points as DVC experiments, once the
     shared stages are recorded in dvc.lock, so every experiment takes them from DVC's cache."""
     sweep = load(args.file, args.params)
-    inside = subprocess.run(["git", "rev-parse", "--is-inside-work-tree"], capture_output=True, text=True)
-    if inside.stdout.strip() != "true":  # DVC keeps its experiments in git
+    if _run("git", "rev-parse", "--is-inside-work-tree").stdout.strip() != "true":  # DVC keeps experiments in git
         raise PipelineError(
             f"{Path.cwd()}: not in a git repository, and DVC experiments live in one; run sweep-queue"
             " in a clone of the project, or run the sweep with `snakemake --cores N sweeps`"
         )
-    done = subprocess.run(["dvc", "status", "--json", "download", "preprocess"], capture_output=True, text=True)
+    done = _run("dvc", "status", "--json", "download", "preprocess")
     if done.returncode != 0 or done.stdout.strip() not in ("{}", ""):
         raise PipelineError(
             "download and preprocess are not up to date in dvc.lock; run `dvc repro preprocess`"
             " first, so every experiment shares them instead of running them again"
         )
-    listed = subprocess.run(["dvc", "exp", "list", "--name-only"], capture_output=True, text=True)
+    listed = _run("dvc", "exp", "list", "--name-only")
     if listed.returncode != 0:  # without the list, every point would be queued again
         reason = clip(listed.stderr.strip().splitlines()[-1] if listed.stderr.strip() else f"exit {listed.returncode}")
         raise PipelineError(
@@ -275,14 +238,13 @@ def queue(args: argparse.Namespace) -> None:
             " unknown and nothing was queued; fix what DVC says (run the command to see it), then"
             " run sweep-queue again"
         )
-    existing = set(listed.stdout.split())
-    waiting = _in_queue()
+    taken = {name: f"already {state}" for name, state in _in_queue().items()}
+    taken |= {name: "already an experiment of this commit" for name in listed.stdout.split()}
     queued = 0
     for point, command in zip(sweep.points, dvc_commands(sweep), strict=True):
         name = f"{sweep.name}-{point.name}"
-        if name in existing or name in waiting:
-            state = "already an experiment of this commit" if name in existing else f"already {waiting[name]}"
-            print(f"{name}: {state}; not queued again", file=sys.stderr)
+        if name in taken:
+            print(f"{name}: {taken[name]}; not queued again", file=sys.stderr)
             continue
         print(" ".join(command), file=sys.stderr)
         if subprocess.run(command).returncode != 0:

@@ -10,8 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
-from collections.abc import Iterable
+import textwrap
 from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -23,12 +22,13 @@ from ..foundation.errors import PipelineError
 from . import stage_table
 from .commands import COMMANDS
 from .freshness import Checker
-from .jobs import CODE_ROOT, Job
+from .jobs import CODE_ROOT, Job, all_jobs
 
 SHORT = 8  # hex digits of a digest shown
 CODE_SHOWN = 3  # code files named
 WIDTH = 100  # columns a listing is wrapped at
 INDENT = " " * 12
+NBSP = "\xa0"  # joins an item's words: textwrap breaks lines at ASCII spaces only
 
 
 def short(digest: str) -> str:
@@ -46,25 +46,13 @@ def relative(path: str) -> PurePosixPath | None:
     return None
 
 
-def _pattern(artefact: paths.Artefact) -> re.Pattern[str]:
-    """The artefact's path, a variant's name in place of `{variant}`, or anything inside it."""
-    names = "|".join(re.escape(v) for v in variants.names())
-    path = re.escape(artefact.path).replace(re.escape("{variant}"), f"(?P<variant>{names})")
-    return re.compile(f"{path}(?:/.+)?")
-
-
 def find_job(rel: PurePosixPath) -> Job | None:
     """The job whose output (or record) `rel` is, or lies inside; a sweep point's under its folder."""
-    root, rest, allowed = Path("."), rel, [stage.name for stage in stage_table.STAGES]
-    if rel.parts[:1] == (console.SWEEPS.name,) and len(rel.parts) > 3:
-        root, rest, allowed = Path(*rel.parts[:3]), PurePosixPath(*rel.parts[3:]), list(stage_table.POINT_STAGES)
-    for stage in stage_table.STAGES:
-        if stage.name not in allowed:
-            continue
-        for artefact in stage.outputs:
-            found = _pattern(artefact).fullmatch(rest.as_posix())
-            if found:
-                return Job(stage, found.groupdict().get("variant"), root)
+    point = rel.parts[:1] == (console.SWEEPS.name,) and len(rel.parts) > 3
+    for job in all_jobs(variants.names(), Path(*rel.parts[:3]) if point else Path(".")):
+        allowed = not point or job.stage.name in stage_table.POINT_STAGES
+        if allowed and any(Path(rel).is_relative_to(out) for out in [*job.outputs(), job.stamp_path]):
+            return job
     return None
 
 
@@ -75,21 +63,17 @@ def _value(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def pack(items: Iterable[str], first: str) -> list[str]:
-    """`first` then the items, comma-separated, wrapped at WIDTH columns under INDENT."""
-    lines, fresh = [first], True
-    for item in items:
-        if not fresh and len(lines[-1]) + len(item) + 2 > WIDTH:
-            lines[-1] += ","
-            lines.append(INDENT + item)
-        else:
-            lines[-1] += ("" if fresh else ", ") + item
-        fresh = False
-    return lines
+def pack(items: list[str], first: str) -> list[str]:
+    """`first` then the items, comma-separated, wrapped at WIDTH columns under INDENT, no item split."""
+    text = ", ".join(item.replace(" ", NBSP) for item in items)
+    wrap = textwrap.TextWrapper(WIDTH + 1, first, INDENT, break_long_words=False, break_on_hyphens=False)
+    lines = wrap.wrap(text)
+    return [line.replace(NBSP, " ") for line in lines] or [first]
 
 
-def _label(name: str) -> str:
-    return f"  {name:<10}"
+def _label(name: str, lines: list[str] | None = None) -> str:
+    """The column of a line: its label, or blank under the lines already written for it."""
+    return INDENT if lines else f"  {name:<10}"
 
 
 def params_lines(stamp: Stamp, now: dict[str, Any], params_path: str) -> list[str]:
@@ -97,16 +81,15 @@ def params_lines(stamp: Stamp, now: dict[str, Any], params_path: str) -> list[st
     lines: list[str] = []
     for section, values in stamp.params.items():
         current = now.get(section)
-        head = (_label("params") if not lines else INDENT) + f"{section}: "
-        if not isinstance(values, dict):
-            changed = f" ({params_path}: {_value(current)})" if current != values else ""
-            lines.append(head + _value(values) + changed)
-            continue
-        items = []
-        for key, value in values.items():
-            new = current.get(key) if isinstance(current, dict) else None
-            items.append(f"{key}={_value(value)}" + (f" ({params_path}: {_value(new)})" if new != value else ""))
-        lines += pack(items, head)
+        if isinstance(values, dict):
+            current = current if isinstance(current, dict) else {}
+            pairs = [(f"{key}=", value, current.get(key)) for key, value in values.items()]
+        else:  # a section that is one value (variants)
+            pairs = [("", values, current)]
+        items = [
+            key + _value(old) + (f" ({params_path}: {_value(new)})" if new != old else "") for key, old, new in pairs
+        ]
+        lines += pack(items, _label("params", lines) + f"{section}: ")
     return lines or [_label("params") + "none"]
 
 
@@ -125,18 +108,15 @@ def input_lines(stamp: Stamp, job: Job, checker: Checker) -> list[str]:
     lines: list[str] = []
     left = dict(stamp.inputs)
     for producer, read in job.producers(checker.params.variants):
-        for path in read:
-            name = path.as_posix()
+        for name in (path.as_posix() for path in read):
             mine = {k: left.pop(k) for k in list(left) if k == name or k.startswith(name + "/")}
-            if not mine:
-                continue
-            head = (_label("inputs") if not lines else INDENT) + f"{name} ({producer.name}): "
+            head = _label("inputs", lines) + f"{name} ({producer.name}): "
             if list(mine) == [name]:
                 lines.append(head + short(mine[name]))
-            else:
+            elif mine:
                 items = [f"{k.removeprefix(name + '/')} {short(v)}" for k, v in mine.items()]
                 lines += pack(items, head + f"{len(mine)} files: ")
-    lines += [(_label("inputs") if not lines else INDENT) + f"{k} {short(v)}" for k, v in left.items()]
+    lines += [_label("inputs", lines) + f"{k} {short(v)}" for k, v in left.items()]
     return lines or [_label("inputs") + "none"]
 
 
@@ -154,26 +134,23 @@ def run_line(run: Execution | None) -> str:
 def file_line(rel: PurePosixPath, job: Job, stamp: Stamp, checker: Checker) -> str:
     """Whether the file (or folder) named is as the record lists it."""
     name, path = rel.as_posix(), Path(rel)
+    recorded = {k: v for k, v in stamp.outputs.items() if k == name or k.startswith(name + "/")}
+    now = checker.hashes.tree([path]) if recorded else {}
+    differ = sorted(k for k in set(recorded) | set(now) if recorded.get(k) != now.get(k))
     if path == job.stamp_path:
         return _label("file") + "the job's provenance record itself"
-    if name in stamp.outputs:
-        recorded = stamp.outputs[name]
-        if not path.is_file() and not path.is_symlink():
-            return _label("file") + f"missing; recorded sha256 {short(recorded)}"
-        now = checker.hashes.of(path)
-        if now == recorded:
-            return _label("file") + f"as recorded, sha256 {short(now)}"
-        return _label("file") + f"differs from its record: sha256 {short(now)} now, {short(recorded)} recorded"
-    inside = {k: v for k, v in stamp.outputs.items() if k.startswith(name + "/")}
-    if inside:
-        now_tree = checker.hashes.tree([path])
-        differ = sorted(k for k in set(inside) | set(now_tree) if inside.get(k) != now_tree.get(k))
+    if name in recorded:
+        if name not in now:
+            return _label("file") + f"missing; recorded sha256 {short(recorded[name])}"
         if not differ:
-            return _label("folder") + f"{len(inside)} files, as recorded"
+            return _label("file") + f"as recorded, sha256 {short(now[name])}"
+        return (
+            _label("file") + f"differs from its record: sha256 {short(now[name])} now, {short(recorded[name])} recorded"
+        )
+    if recorded:
+        more = f" and {len(differ) - 1} more" if len(differ) > 1 else ""
         return _label("folder") + (
-            f"differs from its record: {differ[0]} and {len(differ) - 1} more"
-            if len(differ) > 1
-            else f"differs from its record: {differ[0]}"
+            f"differs from its record: {differ[0]}{more}" if differ else f"{len(recorded)} files, as recorded"
         )
     if path.exists():
         return _label("file") + f"not among the files '{job.name}' recorded; it did not write it"
@@ -190,12 +167,11 @@ def unlisted(job: Job, checker: Checker) -> str | None:
 def current_lines(job: Job, checker: Checker) -> list[str]:
     """`yes`, or the first reason it is not (its own, else of a job upstream) and the command that fixes it."""
     listing = unlisted(job, checker)
-    found, culprit = [f"'{job.variant}' is not among {checker.params_path}'s variants"] if listing else [], job
+    found, culprit = ([f"'{job.variant}' is not among {checker.params_path}'s variants"] if listing else []), job
     found = found or checker.problems(job)
-    if not found:
-        stale = [upstream for upstream in checker.ancestors(job) if checker.problems(upstream)]
-        if stale:
-            found, culprit = checker.problems(stale[0]), stale[0]
+    stale = [upstream for upstream in checker.ancestors(job) if checker.problems(upstream)] if not found else []
+    if stale:
+        found, culprit = checker.problems(stale[0]), stale[0]
     if not found:
         return [_label("current") + "yes"]
     where = "" if culprit == job else f"'{_job_name(culprit)}' upstream is not: "

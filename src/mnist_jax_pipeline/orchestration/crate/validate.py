@@ -1,16 +1,8 @@
 """roc-validator on the crate, offline: the JSON-LD context is served from a copy in this package.
 
-The validator resolves the crate's `@context` (https://w3id.org/ro/crate/1.1/context) over HTTP through
-its one requests session (rocrate_validator.utils.http.HttpRequester). Here that session has the HTTP
-cache off and a transport adapter mounted that answers the context's URL from
-`ro-crate-1.1-context.jsonld` and any other URL with 404, recording it: a validation that asked for a URL
-that is not here fails (one line naming it) instead of passing with checks skipped. No request leaves
-the machine.
-
-The context file is the published RO-Crate 1.1 context, byte for byte (CC0; as ro-crate-py 0.13 shipped
-it in rocrate/data/ro-crate.jsonld; ro-crate-py 0.16, installed here, ships the 1.3 context instead,
-whose IRIs for ComputationalWorkflow, FormalParameter, input and output differ from those the 0.5
-profiles check). CONTEXT_SHA256 pins it.
+The validator resolves the crate's `@context` over HTTP through its one requests session; LocalOnly, mounted
+there, answers the context's URL from `ro-crate-1.1-context.jsonld` (the published RO-Crate 1.1 context, byte
+for byte; ro-crate-py 0.16 ships the 1.3 one, whose IRIs the 0.5 profiles do not check) and any other with 404.
 """
 
 from __future__ import annotations
@@ -18,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import os
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +22,12 @@ PROFILE = "provenance-run-crate-0.5"
 CONTEXT_URL = "https://w3id.org/ro/crate/1.1/context"
 CONTEXT_FILE = Path(__file__).with_name("ro-crate-1.1-context.jsonld")
 CONTEXT_SHA256 = "bb5dd0a79ebd5a3b074e2faf96f437503234f8a4b8e84c7149de91eae0d2222a"
-LOCAL = {CONTEXT_URL: CONTEXT_FILE, CONTEXT_URL.replace("https://", "http://", 1): CONTEXT_FILE}
+DOCS = "docs/provenance.md"  # names each kind of RECOMMENDED finding a crate is left with, and why
 
 
 class LocalOnly(BaseAdapter):
-    """A requests transport that serves the known URLs from files and no other."""
+    """A requests transport that serves the context's URL (http or https) from CONTEXT_FILE and refuses any
+    other, noting it: a validation that needed it fails instead of passing with checks skipped."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -44,55 +36,29 @@ class LocalOnly(BaseAdapter):
     def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> requests.Response:
         response = requests.Response()
         response.url, response.request = str(request.url), request
-        file = LOCAL.get(str(request.url).split("#", 1)[0])
-        if file is None:
-            self.refused.append(str(request.url))
-            response.status_code, response.reason = 404, "not available offline"
-            response._content = b""
-        else:
-            response.status_code, response.reason = 200, "OK"
+        if response.url.split("#", 1)[0].split("://", 1)[-1] == CONTEXT_URL.removeprefix("https://"):
+            response.status_code, response._content = 200, CONTEXT_FILE.read_bytes()
             response.headers["Content-Type"] = "application/ld+json"
-            response._content = file.read_bytes()
+        else:
+            self.refused.append(response.url)
+            response.status_code, response.reason, response._content = 404, "not available offline", b""
         return response
 
     def close(self) -> None:
-        pass
-
-
-DOCS = "docs/provenance.md"  # names each kind of RECOMMENDED finding a crate is left with, and why
-
-
-@dataclass(frozen=True)
-class Outcome:
-    required: list[str]  # one line per REQUIRED-level issue
-    recommended: dict[str, int]  # RECOMMENDED-level findings: how many of each kind (the check's name)
-    optional: int  # OPTIONAL-level findings
-
-    def summary(self) -> str:
-        """One line: the count at each level, the RECOMMENDED findings by kind, most first."""
-        ranked = sorted(self.recommended.items(), key=lambda item: (-item[1], item[0]))
-        kinds = ", ".join(f"{count} x {kind}" for kind, count in ranked)
-        return (
-            f"crate {'not valid' if self.required else 'valid'} against {PROFILE}: {len(self.required)} REQUIRED,"
-            f" {sum(self.recommended.values())} RECOMMENDED{f' ({kinds})' if kinds else ''},"
-            f" {self.optional} OPTIONAL; see {DOCS}"
-        )
+        """Nothing to release."""
 
 
 def _line(issue: Any) -> str:
+    """A validator's issue on one line: the check, its message, the entity."""
     where = f" ({issue.violatingEntity})" if issue.violatingEntity else ""
     return f"{issue.check.identifier}: {issue.message}{where}".replace("\n", " ")
 
 
-def validate(metadata: dict[str, Any], crate_root: Path) -> Outcome:
-    """Validate the crate's metadata, its files in `crate_root`, against Provenance Run Crate 0.5, every level,
-    offline (before the metadata file is written: the command writes it with its outputs, atomic.together())."""
-    digest = hashlib.sha256(CONTEXT_FILE.read_bytes()).hexdigest() if CONTEXT_FILE.is_file() else "missing"
-    if digest != CONTEXT_SHA256:
-        raise PipelineError(
-            f"{CONTEXT_FILE}: {'missing' if digest == 'missing' else 'not the RO-Crate 1.1 context'};"
-            " restore it from the repository (git checkout -- that file)"
-        )
+def validate(metadata: dict[str, Any], crate_root: Path, path: Path) -> None:
+    """Validate the crate (its files in `crate_root`) against PROFILE offline, before it is written to `path`: print a
+    line per REQUIRED issue and one of the counts (RECOMMENDED findings by kind); fail on a REQUIRED issue."""
+    if not CONTEXT_FILE.is_file() or hashlib.sha256(CONTEXT_FILE.read_bytes()).hexdigest() != CONTEXT_SHA256:
+        raise PipelineError(f"{CONTEXT_FILE}: missing or changed; restore it from git (git checkout -- that file)")
     os.environ.setdefault("ROCRATE_VALIDATOR_AUTO_WARM", "0")  # no network warm-up of the profiles' URLs
     from rocrate_validator import services
     from rocrate_validator.models import Severity, ValidationSettings
@@ -106,19 +72,28 @@ def validate(metadata: dict[str, Any], crate_root: Path) -> Outcome:
         requirement_severity=Severity.OPTIONAL,
         no_cache=True,
     )
-    adapter = LocalOnly()
-    session = HttpRequester().session
+    adapter = LocalOnly()  # mounted once the settings have set the session up
     for prefix in ("http://", "https://"):
-        session.mount(prefix, adapter)
-    result = services.validate(settings)
+        HttpRequester().session.mount(prefix, adapter)
+    issues = services.validate(settings).get_issues(Severity.OPTIONAL)
     if adapter.refused:
         raise PipelineError(
             f"{adapter.refused[0]}: the validator needs it and it is not available offline;"
             " the crate was not validated (report it as a bug of mnist-pipeline crate)"
         )
-    issues = result.get_issues(Severity.OPTIONAL)
-    return Outcome(
-        required=sorted({_line(i) for i in issues if i.severity == Severity.REQUIRED}),
-        recommended=dict(Counter(i.check.name for i in issues if i.severity == Severity.RECOMMENDED)),
-        optional=sum(i.severity == Severity.OPTIONAL for i in issues),
+    required = sorted({_line(issue) for issue in issues if issue.severity == Severity.REQUIRED})
+    found = Counter(i.check.name for i in issues if i.severity == Severity.RECOMMENDED)
+    ranked = sorted(found.items(), key=lambda item: (-item[1], item[0]))  # most first, then by name: the same each run
+    kinds = ", ".join(f"{count} x {kind}" for kind, count in ranked)
+    for line in required:
+        print(f"REQUIRED: {line}")
+    print(
+        f"crate {'not valid' if required else 'valid'} against {PROFILE}: {len(required)} REQUIRED,"
+        f" {found.total()} RECOMMENDED{f' ({kinds})' if kinds else ''},"
+        f" {sum(i.severity == Severity.OPTIONAL for i in issues)} OPTIONAL; see {DOCS}"
     )
+    if required:
+        raise PipelineError(
+            f"{path}: not written, it would not conform to {PROFILE} ({len(required)} REQUIRED issues above);"
+            " report it as a bug of mnist-pipeline crate"
+        )

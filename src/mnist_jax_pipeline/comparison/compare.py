@@ -37,7 +37,7 @@ from ..stages.report.conditions import short_causes
 from ..stages.report.figures import STYLE, png_bytes, variant_color
 from ..stages.report.provenance import generated_at
 from ..stages.report.render import environment
-from ..stages.report.ticks import log_axis
+from ..stages.report.ticks import log_axis, within
 from . import experiments
 from .experiments import flatten
 
@@ -137,14 +137,6 @@ def _look(index: int) -> dict[str, Any]:
     return {"color": variant_color(index), "marker": MARKERS[(index // 10) % len(MARKERS)]}
 
 
-def _within(values: list[float], top: float | None = None) -> tuple[float, float]:
-    """Axis limits around the data with a small margin, never past `top` (100% for an accuracy)."""
-    low, high = min(values), max(values)
-    pad = (high - low) * 0.08 or max(abs(high) * 0.02, 1e-3)
-    upper = high + pad if top is None else min(top, high + pad)
-    return low - pad, upper
-
-
 def point(run: Run) -> tuple[float, float]:
     """Where a run lies in the scatter: training seconds, test accuracy."""
     return run.train.train_s, run.evaluation.test_accuracy
@@ -202,8 +194,8 @@ def figures(runs: list[Run]) -> dict[str, str]:
             xlabel="training seconds (all epochs, compile apart)",
             ylabel="test accuracy (%)",
             title="test accuracy against training time",
-            xlim=_within([run.train.train_s for run in runs]),
-            ylim=_within([100 * run.evaluation.test_accuracy for run in runs], top=100),
+            xlim=within([run.train.train_s for run in runs]),
+            ylim=within([100 * run.evaluation.test_accuracy for run in runs], top=100),
         )
         scatter.legend(loc="outside right upper", fontsize=7)
         curves = Figure(figsize=(9, 3.4), layout="constrained")
@@ -219,7 +211,7 @@ def figures(runs: list[Run]) -> dict[str, str]:
         log_axis(loss_ax, "y", [h.train_loss for run in runs for h in run.history])
         acc_ax.set(title="test accuracy", xlabel="epoch", ylabel="%")
         if accuracies:
-            acc_ax.set_ylim(*_within(accuracies, top=100))
+            acc_ax.set_ylim(*within(accuracies, top=100))
         for axis in (loss_ax, acc_ax):
             axis.xaxis.set_major_locator(MaxNLocator(integer=True))
         curves.legend(loc="outside right upper", fontsize=7)

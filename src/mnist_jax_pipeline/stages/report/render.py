@@ -26,13 +26,12 @@ from ...config.params import Params, load
 from ...foundation import paths, variants
 from ...foundation.dataset_facts import NUM_CLASSES
 from ...foundation.runtime import BUSY_SHARE
-from .committed import against_committed
 from .conditions import busy_flag, calm_line, parameter_values, short_causes
 from .figures import SAMPLE_DIGITS, draw_all, draw_icicles, ordered_splits
 from .formatting import FILTERS, href
 from .inputs import Artefacts, VariantResults, read_all
 from .memory import memory_view, missing_graphs
-from .provenance import collect
+from .provenance import against_committed, collect
 
 log = logging.getLogger(__name__)
 

@@ -91,3 +91,11 @@ def cap_axis(ax: Axes, top: float) -> None:
     low, high = ax.get_ylim()
     if high > top:
         ax.set_ylim(low, top)
+
+
+def within(values: list[float], top: float | None = None) -> tuple[float, float]:
+    """Axis limits around the data with a small margin, never past `top` (100% for an accuracy)."""
+    low, high = min(values), max(values)
+    pad = (high - low) * 0.08 or max(abs(high) * 0.02, 1e-3)
+    upper = high + pad if top is None else min(top, high + pad)
+    return low - pad, upper

@@ -34,7 +34,7 @@ from ..config.params import load
 from ..foundation import paths
 from ..foundation.errors import PipelineError
 from ..stages.report.conditions import short_causes
-from ..stages.report.figures import STYLE, png_bytes, variant_color
+from ..stages.report.figures import STYLE, png_bytes
 from ..stages.report.provenance import generated_at
 from ..stages.report.render import environment
 from ..stages.report.ticks import log_axis, within
@@ -134,7 +134,7 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")  # a new marker for each furt
 
 def _look(index: int) -> dict[str, Any]:
     """A run's colour and marker: ten colours, then the same colours with the next marker."""
-    return {"color": variant_color(index), "marker": MARKERS[(index // 10) % len(MARKERS)]}
+    return {"color": f"C{index}", "marker": MARKERS[(index // 10) % len(MARKERS)]}
 
 
 def point(run: Run) -> tuple[float, float]:

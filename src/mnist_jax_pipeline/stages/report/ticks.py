@@ -1,10 +1,6 @@
-"""Axes that read at a glance, shared by the report's and the comparison page's figures.
-
-A log axis is labelled at 1, 2 and 5 times a power of ten (powers of ten where those would crowd
-it, every digit where a short axis would get fewer than three), in plain numbers or times ('0.005',
-'200 ms', '2 s'), never '6×10⁰'; labels keep a minimum distance and minor ticks stay unlabelled, so
-no two collide. Its limits follow the data, widened to the 1-2-5 ticks around it only where fewer
-than two labels would show. A share axis ends where the values can: at 100 %.
+"""Axes that read at a glance, for the report's and the comparison page's figures: log axes labelled in plain
+numbers or times at 1-2-5 ticks that never collide (matplotlib alone labels a short decade '6×10⁰' and every
+minor tick in a smear), and linear limits with a margin that stop at 100 %.
 """
 
 from __future__ import annotations
@@ -76,21 +72,13 @@ def log_axis(
         ladder = _ladder(lo, hi, ROUND)
         lo, hi = max(t for t in ladder if t <= lo), min(t for t in ladder if t >= hi)
         ticks = log_ticks(lo, hi)
-    axis = ax.yaxis if which == "y" else ax.xaxis
-    (ax.set_yscale if which == "y" else ax.set_xscale)("log")
+    ax.set(**{f"{which}scale": "log", f"{which}lim": (lo, hi)})
+    axis = getattr(ax, f"{which}axis")
     axis.set_major_locator(FixedLocator(ticks))
     axis.set_major_formatter(FuncFormatter(lambda value, _: label(value)))
     axis.set_minor_locator(LogLocator(subs="auto"))
     axis.set_minor_formatter(NullFormatter())
-    (ax.set_ylim if which == "y" else ax.set_xlim)(lo, hi)
     return ticks
-
-
-def cap_axis(ax: Axes, top: float) -> None:
-    """End the y axis at `top` (1.0 for a share, 100 for a percentage) when its margin would pass it."""
-    low, high = ax.get_ylim()
-    if high > top:
-        ax.set_ylim(low, top)
 
 
 def within(values: list[float], top: float | None = None) -> tuple[float, float]:

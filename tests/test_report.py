@@ -331,11 +331,12 @@ def test_report_figures_have_plain_ticks_that_never_collide(report_tree: Path) -
     assert (confusion.get_xlabel(), confusion.get_ylabel()) == ("predicted", "actual")
 
 
-def test_comparison_figures_stay_within_the_data(report_tree: Path, monkeypatch) -> None:
-    from mnist_jax_pipeline.comparison import compare
+def test_comparison_figures_stay_within_the_data(report_tree: Path) -> None:
+    from matplotlib import style as mpl_style
 
-    drawn = []
-    monkeypatch.setattr(compare, "_uri", lambda fig: drawn.append(fig) or "data:,")
+    from mnist_jax_pipeline.comparison import compare
+    from mnist_jax_pipeline.stages.report.figures import STYLE
+
     runs = [
         compare.Run(
             name=f"{v}-{scale}",
@@ -353,12 +354,12 @@ def test_comparison_figures_stay_within_the_data(report_tree: Path, monkeypatch)
         for v in TINY_VARIANTS
         for scale, accuracy in ((1, 0.99), (0.1, 0.5))
     ]
-    compare.figures(runs)
-    scatter, curves = drawn
-    assert scatter.axes[0].get_ylim()[1] <= 100 and curves.axes[1].get_ylim()[1] <= 100
-    assert curves.axes[0].get_yscale() == "log"
-    for name, fig in (("scatter", scatter), ("curves", curves)):
-        _check_ticks(name, fig)
+    with mpl_style.context(["default", STYLE]):
+        scatter, curves = compare.figures(runs).values()
+        assert scatter.axes[0].get_ylim()[1] <= 100 and curves.axes[1].get_ylim()[1] <= 100
+        assert curves.axes[0].get_yscale() == "log"
+        for name, fig in (("scatter", scatter), ("curves", curves)):
+            _check_ticks(name, fig)
 
 
 def test_the_first_screen_shows_the_parameters_and_the_timing_conditions(rendered: tuple[str, str]) -> None:

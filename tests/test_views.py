@@ -94,18 +94,16 @@ def _run(name: str, train_s: float, accuracy: float, losses: list[float]) -> com
     )
 
 
-def test_identical_runs_are_drawn_once_and_named(tmp_path, monkeypatch):
+def test_identical_runs_are_drawn_once_and_named(tmp_path):
     runs = [
         _run("workspace · jit", 3.0, 0.97, [0.5, 0.2]),
         _run("HEAD (main) · jit", 3.0, 0.97, [0.5, 0.2]),  # the same results as the workspace
         _run("exp-a · jit", 2.0, 0.95, [0.6, 0.3]),
         _run("exp-b · jit", 2.0, 0.95, [0.7, 0.3]),  # exp-a's point, other curves
     ]
-    drawn = []
-    monkeypatch.setattr(compare, "_uri", lambda fig: drawn.append(fig) or "data:,")
+    scatter, curves = compare.figures(runs).values()
     page = tmp_path / "compare.html"
     compare.write(runs, [], "identical", "test", page, None, "between the runs")
-    scatter, curves = drawn
     assert [t.get_text() for t in scatter.legends[0].get_texts()] == [
         "workspace · jit = HEAD (main) · jit",
         "exp-a · jit = exp-b · jit",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import io
 import math
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -189,7 +189,7 @@ def confusion(v: VariantResults) -> Figure:
     show, and zero cells blank."""
     fig = Figure(figsize=(4.4, 3.8), layout="constrained")
     ax = fig.subplots()
-    counts = v.confusion
+    counts = np.asarray(v.details.confusion_matrix, dtype=np.int64)  # [actual, predicted]
     top = max(int(counts.max()), 2)
     norm = LogNorm(vmin=1, vmax=top)
     image = ax.imshow(np.ma.masked_equal(counts, 0), cmap="Blues", norm=norm)
@@ -324,23 +324,19 @@ def draw_icicles(art: Artefacts, wanted: Sequence[tuple[str, str]]) -> dict[tupl
 
 def all_figures(art: Artefacts) -> dict[str, Figure]:
     """Every figure of the report (paths.REPORT_FIGURES), by file name; call inside the pinned style."""
-    variants = art.variants
-    drawers: dict[str, Callable[[], Figure]] = {
-        "dataset_samples": lambda: digit_grid(art.test_images[:SAMPLE_DIGITS]),
-        "class_balance": lambda: class_balance(art),
-        "training_curves": lambda: training_curves(variants),
-        "epoch_times": lambda: epoch_times(variants),
-        "per_class_recall": lambda: per_class_recall(variants),
-        "step_timeline": lambda: step_timeline(art.profiles, [v.name for v in variants]),
+    names = [v.name for v in art.variants]
+    figures = {
+        "dataset_samples.png": digit_grid(art.test_images[:SAMPLE_DIGITS]),
+        "class_balance.png": class_balance(art),
+        "training_curves.png": training_curves(art.variants),
+        "epoch_times.png": epoch_times(art.variants),
+        "per_class_recall.png": per_class_recall(art.variants),
+        "step_timeline.png": step_timeline(art.profiles, names),
     }
-    per_variant: dict[str, Callable[[VariantResults], Figure]] = {
-        "confusion": confusion,
-        "misclassified": lambda v: misclassified(v, art.test_images),
-    }
-    figures = {f"{name}.png": drawers[name]() for name in paths.FIGURES}
-    for kind in paths.VARIANT_FIGURES:
-        figures.update({f"{kind}_{v.name}.png": per_variant[kind](v) for v in variants})
-    return figures
+    for v in art.variants:
+        figures[f"confusion_{v.name}.png"] = confusion(v)
+        figures[f"misclassified_{v.name}.png"] = misclassified(v, art.test_images)
+    return {name: figures[name] for name in paths.REPORT_FIGURES.file_names(tuple(names))}
 
 
 def draw_all(art: Artefacts) -> dict[str, bytes]:

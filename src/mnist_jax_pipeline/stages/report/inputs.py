@@ -30,11 +30,6 @@ class VariantResults:
     evaluation: EvalMetrics
     details: EvalDetails
 
-    @property
-    def confusion(self) -> np.ndarray:
-        """(10, 10) counts[true, predicted]."""
-        return np.asarray(self.details.confusion_matrix, dtype=np.int64)
-
 
 @dataclass(frozen=True)
 class Artefacts:

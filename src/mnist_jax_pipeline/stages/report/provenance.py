@@ -38,28 +38,17 @@ def git(*args: str) -> str | None:
     return done.stdout
 
 
-def modified_files(porcelain: str) -> list[str]:
-    """Paths in `git status --porcelain=v1 -z` output, less the files the pipeline itself rewrites."""
-    entries = porcelain.split("\0")
-    found, skip = [], False
-    for entry in entries:
-        if skip or not entry:  # the second path of a rename or copy, or the end
-            skip = False
-            continue
-        status, path = entry[:2], entry[3:]
-        skip = "R" in status or "C" in status
-        if not any(fnmatch.fnmatchcase(path, pattern) for pattern in PIPELINE_WRITES):
-            found.append(path)
-    return sorted(found)
-
-
 def git_state() -> dict[str, Any]:
-    """The commit checked out and the tracked files that differ from it (not dvc.lock: runs rewrite it)."""
+    """The commit checked out and the tracked files that differ from it, less those the pipeline itself rewrites
+    (dvc.lock, the committed baseline's metrics)."""
     commit = (git("rev-parse", "HEAD") or "").strip()
-    status = git("status", "--porcelain=v1", "-z", "--untracked-files=no") if commit else None
-    if not commit or status is None:
+    changed = git("diff", "HEAD", "--name-only", "-z") if commit else None
+    if not commit or changed is None:
         return {"commit": UNKNOWN, "modified": None}
-    return {"commit": commit, "modified": modified_files(status)}
+    own = [
+        path for path in changed.split("\0") if path and not any(fnmatch.fnmatchcase(path, p) for p in PIPELINE_WRITES)
+    ]
+    return {"commit": commit, "modified": sorted(own)}
 
 
 def versions() -> dict[str, str]:
@@ -90,51 +79,34 @@ def collect(params_digest: str, params_path: str, manifest: Manifest) -> dict[st
 
 
 @dataclass(frozen=True)
-class CommittedRow:
-    """One variant now and in the committed baseline."""
+class Committed:
+    """A variant's results now, and its headlines as git's HEAD holds them."""
 
-    name: str
+    now: VariantResults
     commit: str  # short hash of the last commit that changed the variant's metrics
-    test_accuracy: float
-    committed_test_accuracy: float
-    epoch_seconds: float  # the median epoch after the first
-    committed_epoch_seconds: float
+    train: TrainHeadline
+    evaluation: EvalHeadline
 
     @property
     def epoch_change(self) -> float | None:
         """The median epoch's relative change since the commit (+0.1: a tenth longer)."""
-        if self.committed_epoch_seconds <= 0:
-            return None
-        return self.epoch_seconds / self.committed_epoch_seconds - 1
+        then = self.train.epoch_s
+        return self.now.train.epoch_seconds_median / then - 1 if then > 0 else None
 
 
-def _committed(path: str) -> str | None:
-    """The text of `path` (relative to the current folder) at HEAD, or None where git has none."""
-    return git("show", f"HEAD:./{path}")
-
-
-def compare_variant(v: VariantResults) -> CommittedRow | None:
-    """The variant now and at HEAD; None when HEAD has no metrics of it (or none this version reads)."""
-    train_path, eval_path = paths.TRAIN_HEADLINE.at(v.name).as_posix(), paths.EVAL_HEADLINE.at(v.name).as_posix()
-    train_text, eval_text = _committed(train_path), _committed(eval_path)
-    if train_text is None or eval_text is None:
-        return None
-    try:
-        train, evaluation = TrainHeadline.model_validate_json(train_text), EvalHeadline.model_validate_json(eval_text)
-    except ValidationError:
-        log.info("HEAD:%s or HEAD:%s is not in today's format: no comparison of %s", train_path, eval_path, v.name)
-        return None
-    commit = (git("log", "-1", "--format=%h", "HEAD", "--", f"./{train_path}", f"./{eval_path}") or "").strip()
-    return CommittedRow(
-        name=v.name,
-        commit=commit or "HEAD",
-        test_accuracy=v.evaluation.test_accuracy,
-        committed_test_accuracy=evaluation.test_accuracy,
-        epoch_seconds=v.train.epoch_seconds_median,
-        committed_epoch_seconds=train.epoch_s,
-    )
-
-
-def against_committed(results: tuple[VariantResults, ...]) -> list[CommittedRow]:
-    """Every variant that HEAD holds metrics of, now and then."""
-    return [row for v in results if (row := compare_variant(v)) is not None]
+def against_committed(results: tuple[VariantResults, ...]) -> list[Committed]:
+    """Every variant that HEAD holds metrics of in a format this version reads, now and then."""
+    rows = []
+    for v in results:
+        files = [paths.TRAIN_HEADLINE.at(v.name).as_posix(), paths.EVAL_HEADLINE.at(v.name).as_posix()]
+        train, evaluation = (git("show", f"HEAD:./{path}") for path in files)
+        if train is None or evaluation is None:
+            continue
+        try:
+            headlines = TrainHeadline.model_validate_json(train), EvalHeadline.model_validate_json(evaluation)
+        except ValidationError:
+            log.info("HEAD:%s or HEAD:%s is not in today's format: no comparison of %s", *files, v.name)
+            continue
+        commit = (git("log", "-1", "--format=%h", "HEAD", "--", *(f"./{path}" for path in files)) or "").strip()
+        rows.append(Committed(v, commit or "HEAD", *headlines))
+    return rows

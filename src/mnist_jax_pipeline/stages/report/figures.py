@@ -8,7 +8,7 @@ from __future__ import annotations
 import io
 import math
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -93,7 +93,7 @@ def digit_grid(images: np.ndarray, titles: Sequence[str] = (), empty: str = "", 
     return fig
 
 
-def class_bars(ax: Axes, groups: dict[str, Sequence[float]]) -> None:
+def class_bars(ax: Axes, groups: Mapping[str, Sequence[float]]) -> None:
     """A bar per group at each class, side by side, in the colour cycle's order."""
     width = 0.8 / max(len(groups), 1)
     for i, (label, values) in enumerate(groups.items()):
@@ -189,7 +189,7 @@ def confusion(v: VariantResults) -> Figure:
     show, and zero cells blank."""
     fig = Figure(figsize=(4.4, 3.8), layout="constrained")
     ax = fig.subplots()
-    counts = np.asarray(v.details.confusion_matrix, dtype=np.int64)  # [actual, predicted]
+    counts: np.ndarray = np.asarray(v.details.confusion_matrix, dtype=np.int64)  # [actual, predicted]
     top = max(int(counts.max()), 2)
     norm = LogNorm(vmin=1, vmax=top)
     image = ax.imshow(np.ma.masked_equal(counts, 0), cmap="Blues", norm=norm)
@@ -278,8 +278,8 @@ def icicle(rows: Sequence[Allocation], title: str) -> Figure:
     while stacks and all(len(s) > shared + 1 for s, _ in stacks) and len({s[shared] for s, _ in stacks}) == 1:
         shared += 1
     first = max(shared - 1, 0)
-    stacks = sorted((tuple(s[first : first + ICICLE_DEPTH]), size) for s, size in stacks)
-    depth = max((len(s) for s, _ in stacks), default=1)
+    drawn = sorted(((tuple(s[first : first + ICICLE_DEPTH]), size) for s, size in stacks), key=lambda p: p[0])
+    depth = max((len(s) for s, _ in drawn), default=1)
     fig = Figure(figsize=(9, 0.8 + 0.3 * depth), layout="constrained")
     ax = fig.subplots()
     ax.set_axis_off()
@@ -290,7 +290,7 @@ def icicle(rows: Sequence[Allocation], title: str) -> Figure:
     for level in range(depth):
         spans: list[list[Any]] = []  # [frames down to this level, start, width]: neighbours that share them merged
         x = 0.0
-        for stack, size in stacks:
+        for stack, size in drawn:
             if len(stack) > level:
                 prefix = stack[: level + 1]
                 if spans and spans[-1][0] == prefix and math.isclose(spans[-1][1] + spans[-1][2], x):

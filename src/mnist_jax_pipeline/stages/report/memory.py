@@ -61,10 +61,11 @@ def _undo_pan_zoom(root: ET.Element) -> None:
     if "viewport" in groups:
         groups["viewport"].attrib.pop("transform", None)
     graph = groups.get("graph0")
-    background = None if graph is None or root.get("viewBox") else graph.find(f"{{{SVG_NS}}}polygon")
-    if background is None:
+    if graph is None or root.get("viewBox"):
         return
-    numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", background.get("points", ""))]
+    background = graph.find(f"{{{SVG_NS}}}polygon")
+    points = background.get("points", "") if background is not None else ""
+    numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", points)]
     if len(numbers) < 4:
         return
     xs, ys = numbers[0::2], numbers[1::2]
@@ -173,12 +174,19 @@ def _xla(art: Artefacts) -> list[dict[str, Any]]:
         unit, summary = variants.get(v.name).call_unit, art.profiles.get(v.name)
         sizes = [summary.expected_bytes.get(key) if summary else None for key, _ in ARGUMENTS[unit]]
         known = None not in sizes
-        words = [
+        parts = [
             f"{label} {size(part)}" if known else label for (_, label), part in zip(ARGUMENTS[unit], sizes, strict=True)
         ]
-        matches = sum(part or 0 for part in sizes) == v.train.xla.argument_bytes if known else None
-        row = {"name": v.name, "unit": unit, "xla": v.train.xla, "arguments": " + ".join(words), "matches": matches}
-        rows.append({**row, "note": XLA_NOTES[unit]})
+        rows.append(
+            {
+                "name": v.name,
+                "unit": unit,
+                "xla": v.train.xla,
+                "arguments": " + ".join(parts),
+                "matches": sum(part or 0 for part in sizes) == v.train.xla.argument_bytes if known else None,
+                "note": XLA_NOTES[unit],
+            }
+        )
     return rows
 
 

@@ -81,12 +81,16 @@ def from_sweep(sweep: sweeps.Sweep) -> list[Run]:
                 f"{root}: this point has not run; run `snakemake --cores all sweeps` (or"
                 f" `snakemake --cores all sweeps/{sweep.name}/{paths.COMPARE_HTML}`) first"
             )
-        train, history = training.read_metrics(variant, root).headline(), training.read_history(variant, root)
-        headline, busy = (
-            evaluation.read_metrics(variant, root).headline(),
-            short_causes(training.read_run(variant, root)),
+        runs.append(
+            Run(
+                point.name,
+                flatten(sweep.params(point)),
+                training.read_metrics(variant, root).headline(),
+                evaluation.read_metrics(variant, root).headline(),
+                training.read_history(variant, root),
+                short_causes(training.read_run(variant, root)),
+            )
         )
-        runs.append(Run(point.name, flatten(sweep.params(point)), train, headline, history, busy))
     return runs
 
 
@@ -191,11 +195,11 @@ def figures(runs: list[Run]) -> dict[str, Figure]:
 def frame(runs: list[Run], keys: list[str]) -> pd.DataFrame:
     """A row per run, best test accuracy first (then the shorter training): COLUMNS, `busy` and the given
     parameters, each value as the run holds it (None, a list, an int)."""
-    records = [
-        (run.name, run.evaluation.test_accuracy, run.evaluation.test_loss, run.train.train_s, run.train.epoch_s)
-        + (run.train.compile_s, run.params.get("train.epochs"), run.busy, *(run.params.get(key) for key in keys))
-        for run in runs
-    ]
+    records = []
+    for run in runs:
+        train, tested = run.train, run.evaluation
+        results = [run.name, tested.test_accuracy, tested.test_loss, train.train_s, train.epoch_s, train.compile_s]
+        records.append([*results, run.params.get("train.epochs"), run.busy, *(run.params.get(key) for key in keys)])
     data = pd.DataFrame(records, columns=[*COLUMNS, "busy", *keys], dtype=object)
     return data.sort_values(["test_accuracy", "total_train_seconds"], ascending=[False, True], ignore_index=True)
 
@@ -245,17 +249,9 @@ def main(args: argparse.Namespace) -> None:
     if args.sweep:
         sweep = sweeps.load(sweeps.FOLDER / f"{args.sweep}.yaml", args.params)
         folder, runs = sweeps.FOLDER / sweep.name, from_sweep(sweep)
-        html_path = Path(args.out or folder / paths.COMPARE_HTML)
+        html_path, csv_path = Path(args.out or folder / paths.COMPARE_HTML), folder / paths.COMPARE_CSV
         source = f"sweeps/{sweep.name}.yaml ({sweep.variant})"
-        write(
-            runs,
-            differing(runs),
-            f"sweep {sweep.name}",
-            source,
-            html_path,
-            folder / paths.COMPARE_CSV,
-            "between the points",
-        )
+        write(runs, differing(runs), f"sweep {sweep.name}", source, html_path, csv_path, "between the points")
         log.info("wrote %s (%d points of sweep %s)", html_path, len(runs), sweep.name)
         return
     load(args.params)

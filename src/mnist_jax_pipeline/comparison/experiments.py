@@ -25,7 +25,8 @@ HEADER = ("experiment", "variant", "test acc", "loss", "epoch s", "compile s", "
 
 
 def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """{'train': {'epochs': 3}} -> {'train.epochs': 3}, in the tree's order; lists stay values."""
+    """{'train': {'epochs': 3}} -> {'train.epochs': 3}, in the tree's order (pandas.json_normalize reorders the
+    keys); lists stay values."""
     flat: dict[str, Any] = {}
     for key, value in tree.items():
         flat.update(flatten(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value})

@@ -153,7 +153,6 @@ def epoch_times(variants: Sequence[VariantResults]) -> Figure:
         ("compile_seconds", "compile (apart)", ".."),
     )
     x, width, colors = np.arange(len(variants)), 0.8 / len(kinds), [f"C{i}" for i in range(len(variants))]
-    label_style = {"rotation": 90, "ha": "center", "va": "bottom", "fontsize": 6.5}
     for k, (key, label, hatch) in enumerate(kinds):
         values = [getattr(v.train, key) for v in variants]
         bars = bar_ax.bar(
@@ -167,10 +166,8 @@ def epoch_times(variants: Sequence[VariantResults]) -> Figure:
             linewidth=0.5,
             alpha=0.55 + 0.2 * k,
         )
-        for bar, value in zip(bars, values, strict=True):
-            if value:  # turned: upright labels of narrow bars side by side would overlap
-                xy = (bar.get_x() + bar.get_width() / 2, bar.get_height())
-                bar_ax.annotate(seconds(value), xy, xytext=(0, 2), textcoords="offset points", **label_style)
+        labels = [seconds(value) if value else "" for value in values]
+        bar_ax.bar_label(bars, labels, padding=2, rotation=90, fontsize=6.5)  # turned: upright ones would overlap
     bar_ax.set(title="epoch and compile time (log)", xticks=x, xticklabels=[v.name for v in variants])
     log_axis(bar_ax, "y", [getattr(v.train, key) for v in variants for key, _, _ in kinds], seconds_tick, headroom=4)
     bar_ax.grid(axis="x", visible=False)

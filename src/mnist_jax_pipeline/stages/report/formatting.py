@@ -130,9 +130,8 @@ def seconds_tick(value: float) -> str:
 
 
 def href(target: str | Path, page: str | Path, *, folder: bool = False) -> str:
-    """The relative link from the page at `page` to `target` (both relative to the project root), percent-encoded,
-    '/' separated, a folder's ending in '/': ('reports/profile/jit/trace', 'reports/report.html', folder=True)
-    -> 'profile/jit/trace/'."""
+    """The percent-encoded link from the page at `page` to `target`, both from the project root, a folder's ending in
+    '/': ('reports/profile/jit/trace', 'reports/report.html', folder=True) -> 'profile/jit/trace/'."""
     relative = quote(Path(os.path.relpath(Path(target), Path(page).parent)).as_posix())
     return f"{relative}/" if folder else relative
 

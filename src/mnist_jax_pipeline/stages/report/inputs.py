@@ -33,6 +33,8 @@ class VariantResults:
 
 @dataclass(frozen=True)
 class Artefacts:
+    """Every input of the report stage."""
+
     manifest: Manifest
     stats: Stats
     test_images: np.ndarray  # (N, 28, 28) float32, as preprocessed

@@ -140,6 +140,7 @@ def origin(row: Allocation) -> str:
 
 
 def _profiled(art: Artefacts, name: str, summary: ProfileSummary, icicles: dict[tuple[str, str], str]) -> Profiled:
+    """A variant's summary with its call graphs cleaned and inlined, its icicles, and its trace's shares and files."""
     order = {point: i for i, point in enumerate(SNAPSHOTS)}
     points = dict(sorted(summary.points.items(), key=lambda item: (order.get(item[0], len(order)), item[0])))
     folder, made_by = paths.PROFILE.at(name, art.root), paths.PROFILE.stage(name)

@@ -58,6 +58,7 @@ def speedups(results: tuple[VariantResults, ...]) -> dict[str, float | None]:
 
 
 def uri(png: bytes) -> str:
+    """PNG bytes as a data: URI, to inline in a page."""
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 

@@ -40,9 +40,8 @@ def _thin(ticks: list[float], gap: float) -> list[float]:
 
 
 def log_ticks(lo: float, hi: float, most: int = MOST_LABELS) -> list[float]:
-    """The labelled ticks of a log axis from `lo` to `hi` (0 < lo < hi): 1, 2 and 5 times powers of ten;
-    (every n-th) power of ten where those are more than `most`; every digit where they are fewer than three. No two
-    are closer than 1/(2 `most`) of the axis (rounder ones kept first), so their labels cannot collide."""
+    """The labelled ticks of a log axis from `lo` to `hi`: 1, 2 and 5 times powers of ten, (every n-th) power of ten
+    where more than `most`, every digit where fewer than three; none closer than 1/(2 `most`) of the axis."""
     if not (0 < lo < hi) or not math.isfinite(hi):
         raise ValueError(f"log ticks need 0 < lo < hi, got {lo}, {hi}")
 
@@ -61,10 +60,8 @@ def log_ticks(lo: float, hi: float, most: int = MOST_LABELS) -> list[float]:
 def log_axis(
     ax: Axes, which: str, values: Iterable[float], label: Callable[[float], str] = plain, headroom: float = 1.0
 ) -> list[float]:
-    """Put `ax`'s x or y axis on a log scale fitted to the positive `values`, labelled by `label`
-    (formatting.plain, formatting.seconds_tick); `headroom` widens the top (room for annotations).
-    Where fewer than two labels would show, the axis is widened to the 1-2-5 ticks around the data.
-    Returns the labelled ticks."""
+    """Put `ax`'s x or y axis on a log scale fitted to the positive `values` (`headroom` widens the top), widened to
+    the 1-2-5 ticks around them where fewer than two labels would show; returns the ticks `label` labels."""
     positive = [float(v) for v in values if v is not None and math.isfinite(float(v)) and float(v) > 0] or [1.0]
     lo, hi = min(positive) / PAD, max(positive) * PAD * headroom
     ticks = log_ticks(lo, hi)

@@ -31,9 +31,9 @@ from ..config.params import load
 from ..foundation import paths
 from ..foundation.errors import PipelineError
 from ..stages.report.conditions import short_causes
-from ..stages.report.figures import STYLE, png_bytes
+from ..stages.report.figures import STYLE, data_uri, png_bytes
 from ..stages.report.provenance import generated_at
-from ..stages.report.render import environment, uri
+from ..stages.report.render import environment
 from ..stages.report.ticks import log_axis, within
 from . import experiments
 from .experiments import flatten, same
@@ -218,7 +218,7 @@ def write(
     something ("between the points", "from the baseline (HEAD)")."""
     data = frame(runs, keys)
     with mpl_style.context(["default", STYLE]):
-        pictures = {name: uri(png_bytes(fig)) for name, fig in figures(runs).items()}
+        pictures = {name: data_uri(png_bytes(fig)) for name, fig in figures(runs).items()}
     html = (
         environment(autoescape=True)
         .get_template("compare.html.j2")

@@ -5,6 +5,7 @@ no version, so the same inputs give the same bytes on every run.
 
 from __future__ import annotations
 
+import base64
 import io
 import math
 import zlib
@@ -22,13 +23,12 @@ from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 
 from ...artefacts.dataset import SplitStats, Stats
-from ...artefacts.profile_summary import Allocation, ProfileSummary, short_frame
+from ...artefacts.profile_summary import Allocation, ProfileSummary, Snapshot, short_frame
 from ...foundation import paths
 from ...foundation.dataset_facts import NUM_CLASSES
 from .formatting import plain, seconds, seconds_tick
 from .formatting import size as byte_size
 from .inputs import Artefacts, VariantResults
-from .memory import icicle_rows
 from .ticks import log_axis
 
 DPI = 110
@@ -62,6 +62,11 @@ def png_bytes(fig: Figure) -> bytes:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
     return buffer.getvalue()
+
+
+def data_uri(png: bytes) -> str:
+    """PNG bytes as a data: URI, to inline in a page."""
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
 def ordered_splits(stats: Stats) -> list[tuple[str, SplitStats]]:
@@ -266,6 +271,11 @@ def step_timeline(profiles: dict[str, ProfileSummary], order: Sequence[str]) -> 
     return fig
 
 
+def icicle_rows(snapshot: Snapshot) -> list[Allocation]:
+    """The buffers an icicle of the snapshot shows: what it added to its base, or what it holds."""
+    return [row for row in (snapshot.diff.rows if snapshot.diff else snapshot.top) if row.bytes > 0]
+
+
 def icicle(rows: Sequence[Allocation], title: str) -> Figure:
     """The live bytes by call stack, root at the top, each frame as wide as the bytes below it: from the last
     frame every stack shares (where they part) down at most ICICLE_DEPTH levels."""
@@ -307,16 +317,11 @@ def icicle(rows: Sequence[Allocation], title: str) -> Figure:
     return fig
 
 
-def draw_icicles(art: Artefacts, wanted: Sequence[tuple[str, str]]) -> dict[tuple[str, str], bytes]:
-    """Icicle PNGs of the (variant, snapshot) pairs that have no pprof call graph."""
-    out = {}
+def icicle_png(variant: str, point: str, snapshot: Snapshot) -> bytes:
+    """The icicle of a snapshot that has no pprof call graph, as PNG in the pinned style."""
+    what = f"{point} less {snapshot.diff.base}: what the step added" if snapshot.diff else point
     with mpl_style.context(["default", STYLE]):
-        for variant, point in wanted:
-            snapshot = art.profiles[variant].points[point]
-            what = f"{point} less {snapshot.diff.base}: what the step added" if snapshot.diff else point
-            title = f"{variant}, {what}: live bytes by call stack"
-            out[(variant, point)] = png_bytes(icicle(icicle_rows(snapshot), title))
-    return out
+        return png_bytes(icicle(icicle_rows(snapshot), f"{variant}, {what}: live bytes by call stack"))
 
 
 def all_figures(art: Artefacts) -> dict[str, Figure]:

@@ -15,6 +15,7 @@ from ...artefacts.profile_summary import INSTALL_HINT, Allocation, ProfileSummar
 from ...foundation import paths, variants
 from ...foundation.errors import remake
 from ...foundation.paths import SNAPSHOTS
+from .figures import data_uri, icicle_png, icicle_rows
 from .formatting import href, size
 from .inputs import Artefacts
 
@@ -119,34 +120,19 @@ def call_graph_file(profile_dir: Path, name: str, snapshot: Snapshot) -> Path | 
     return next((path for stem in stems if (path := profile_dir / f"{stem}.svg").is_file()), None)
 
 
-def icicle_rows(snapshot: Snapshot) -> list[Allocation]:
-    """The buffers an icicle of the snapshot shows: what it added to its base, or what it holds."""
-    return [row for row in (snapshot.diff.rows if snapshot.diff else snapshot.top) if row.bytes > 0]
-
-
-def missing_graphs(art: Artefacts) -> list[tuple[str, str]]:
-    """(variant, snapshot) pairs without a pprof call graph: the report draws their icicles."""
-    return [
-        (variant, name)
-        for variant, summary in art.profiles.items()
-        for name, snapshot in summary.points.items()
-        if call_graph_file(paths.PROFILE.at(variant, art.root), name, snapshot) is None and icicle_rows(snapshot)
-    ]
-
-
 def origin(row: Allocation) -> str:
     """Where a buffer was allocated: the innermost frame of the pipeline's own code, else the innermost frame."""
     return short_frame(row.origin or (row.stack[0] if row.stack else ""))
 
 
-def _profiled(art: Artefacts, name: str, summary: ProfileSummary, icicles: dict[tuple[str, str], str]) -> Profiled:
-    """A variant's summary with its call graphs cleaned and inlined, its icicles, and its trace's shares and files."""
+def _profiled(art: Artefacts, name: str, summary: ProfileSummary) -> Profiled:
+    """A variant's summary with its call graphs cleaned and inlined (else its icicles), its trace's shares and files."""
     order = {point: i for i, point in enumerate(SNAPSHOTS)}
     points = dict(sorted(summary.points.items(), key=lambda item: (order.get(item[0], len(order)), item[0])))
     folder, made_by = paths.PROFILE.at(name, art.root), paths.PROFILE.stage(name)
     files = {point: call_graph_file(folder, point, snapshot) for point, snapshot in points.items()}
     graphs = {point: svg_data_uri(path, made_by) for point, path in files.items() if path}
-    drawn = {point: icicles[(name, point)] for point in points if (name, point) in icicles and point not in graphs}
+    drawn = {p: data_uri(icicle_png(name, p, s)) for p, s in points.items() if not files[p] and icicle_rows(s)}
     table, trace_dir = summary.trace.table, paths.PROFILE.at(name)
     logdir, perfetto = trace_dir / summary.trace.logdir, trace_dir / summary.trace.files["perfetto"]
     step = table.step_us or 1.0
@@ -191,9 +177,9 @@ def _xla(art: Artefacts) -> list[dict[str, Any]]:
     return rows
 
 
-def memory_view(art: Artefacts, icicles: dict[tuple[str, str], str] | None = None) -> dict[str, Any]:
+def memory_view(art: Artefacts) -> dict[str, Any]:
     """What the trace and memory sections show; without summaries, the hint how to install pprof."""
-    shown = [_profiled(art, name, summary, icicles or {}) for name, summary in art.profiles.items()]
+    shown = [_profiled(art, name, summary) for name, summary in art.profiles.items()]
     snapshots = [(m, point, snapshot) for m in shown for point, snapshot in m.snapshots.items()]
     return {
         "variants": shown,

@@ -7,7 +7,6 @@ The text lives in the Jinja templates beside this module.
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import logging
 from pathlib import Path
@@ -23,10 +22,10 @@ from ...config.params import Params, load
 from ...foundation import paths, variants
 from ...foundation.runtime import BUSY_SHARE
 from .conditions import busy_flag, calm_line, parameter_values, short_causes
-from .figures import SAMPLE_DIGITS, draw_all, draw_icicles, ordered_splits
+from .figures import SAMPLE_DIGITS, data_uri, draw_all, ordered_splits
 from .formatting import FILTERS, href
 from .inputs import Artefacts, VariantResults, read_all
-from .memory import memory_view, missing_graphs, origin
+from .memory import memory_view, origin
 from .provenance import against_committed, collect
 
 log = logging.getLogger(__name__)
@@ -57,14 +56,7 @@ def speedups(results: tuple[VariantResults, ...]) -> dict[str, float | None]:
     }
 
 
-def uri(png: bytes) -> str:
-    """PNG bytes as a data: URI, to inline in a page."""
-    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
-
-
-def context(
-    art: Artefacts, params: Params, params_path: str, figures: dict[str, str], icicles: dict[tuple[str, str], str]
-) -> dict[str, Any]:
+def context(art: Artefacts, params: Params, params_path: str, figures: dict[str, str]) -> dict[str, Any]:
     """Everything both templates show."""
     runs = {v.name: v.run for v in art.variants}
     baseline = next((v for v in art.variants if v.name == variants.BASELINE), None)
@@ -85,7 +77,7 @@ def context(
         "faster": [v for v in art.variants if baseline is not None and v is not baseline],
         "device": art.variants[0].run,
         "hungriest": max(art.variants, key=lambda v: v.train.peak_rss_bytes),  # the headline's peak memory
-        "memory": memory_view(art, icicles),
+        "memory": memory_view(art),
         "figures": figures,
         "provenance": collect(params.digest(), params_path, art.manifest),
         "params": params,
@@ -104,8 +96,7 @@ def render(params: Params, params_path: str) -> None:
     leaves the previous outputs intact."""
     art = read_all(params.variants)
     pngs = draw_all(art)
-    icicles = {key: uri(data) for key, data in draw_icicles(art, missing_graphs(art)).items()}  # inlined only
-    values = context(art, params, params_path, {name: uri(data) for name, data in pngs.items()}, icicles)
+    values = context(art, params, params_path, {name: data_uri(data) for name, data in pngs.items()})
     html = environment(autoescape=True).get_template("report.html.j2").render(values)
     summary = environment(autoescape=False).get_template("summary.md.j2").render(values)
     with atomic.atomic_dir(paths.REPORT_FIGURES.path) as tmp:

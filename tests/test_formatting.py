@@ -3,8 +3,6 @@ units, signed byte changes, relative links, plain labels that never collide."""
 
 from __future__ import annotations
 
-import math
-
 import pytest
 from matplotlib import style as mpl_style
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -24,7 +22,7 @@ from mnist_jax_pipeline.stages.report.formatting import (
     size,
     sizes_in,
 )
-from mnist_jax_pipeline.stages.report.ticks import cap_axis, log_axis, log_ticks
+from mnist_jax_pipeline.stages.report.ticks import log_axis, log_ticks
 
 SCIENTIFIC = ("e+", "e-", "×", "10^", "$")
 
@@ -198,12 +196,3 @@ def test_matplotlib_alone_collides_where_log_axis_does_not():
         assert _collide(_labels(ax, "y"))
         log_axis(ax, "y", values)
         assert not _collide(_labels(ax, "y"))
-
-
-def test_a_share_axis_ends_at_100():
-    fig = Figure()
-    ax = fig.subplots()
-    ax.plot([1, 2, 3], [10, 60, 99.5])
-    ax.margins(y=0.1)
-    cap_axis(ax, 100)
-    assert ax.get_ylim()[1] == 100 and math.isclose(ax.get_ylim()[0], ax.dataLim.y0 - 0.1 * (99.5 - 10))

@@ -171,14 +171,17 @@ def test_trace_and_xla_sections(rendered: tuple[str, str]) -> None:
 def test_digit_grids_show_each_digit_by_its_own_range_with_its_title() -> None:
     import numpy as np
 
-    from mnist_jax_pipeline.stages.report.figures import DIGIT_GAP, TITLE_BAND, digit_grid, digit_mosaic
+    from mnist_jax_pipeline.stages.report.figures import DIGIT_GAP, TITLE_BAND, digit_grid
 
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, size=(7, 28, 28)).astype(np.uint8)
     images[3] = 200  # a flat image: shown blank, not a division by zero
     images[5] = images[5] // 4 + 10  # a faint image is stretched to the full range as well
+    titles = [f"t{i}" for i in range(7)]
+    fig = digit_grid(images, titles, columns=3)
+    assert len(fig.axes) == 1 and [t.get_text() for t in fig.axes[0].texts] == titles
+    mosaic = fig.axes[0].images[0].get_array()  # every digit in one image
     cell_w, cell_h = 28 + DIGIT_GAP, 28 + DIGIT_GAP + TITLE_BAND
-    mosaic = digit_mosaic(images, columns=3, cell_h=cell_h)
     assert mosaic.shape == (3 * cell_h, 3 * cell_w)
     for i, image in enumerate(images):
         row, column = divmod(i, 3)
@@ -192,9 +195,6 @@ def test_digit_grids_show_each_digit_by_its_own_range_with_its_title() -> None:
                 np.argsort(cell, axis=None, kind="stable"), np.argsort(image, axis=None, kind="stable")
             )
     assert not mosaic[:, -1].any() and not mosaic[: cell_h - 28 - DIGIT_GAP // 2].any()  # gaps and title band
-    titles = [f"t{i}" for i in range(7)]
-    fig = digit_grid(images, titles, columns=3)
-    assert len(fig.axes) == 1 and [t.get_text() for t in fig.axes[0].texts] == titles
     assert fig.get_size_inches()[1] > digit_grid(images, columns=3).get_size_inches()[1]  # room for the titles
     empty = digit_grid(images[:0], empty="nothing to show")
     assert not empty.axes and [t.get_text() for t in empty.texts] == ["nothing to show"]
@@ -331,11 +331,12 @@ def test_report_figures_have_plain_ticks_that_never_collide(report_tree: Path) -
     assert (confusion.get_xlabel(), confusion.get_ylabel()) == ("predicted", "actual")
 
 
-def test_comparison_figures_stay_within_the_data(report_tree: Path, monkeypatch) -> None:
-    from mnist_jax_pipeline.comparison import compare
+def test_comparison_figures_stay_within_the_data(report_tree: Path) -> None:
+    from matplotlib import style as mpl_style
 
-    drawn = []
-    monkeypatch.setattr(compare, "_uri", lambda fig: drawn.append(fig) or "data:,")
+    from mnist_jax_pipeline.comparison import compare
+    from mnist_jax_pipeline.stages.report.figures import STYLE
+
     runs = [
         compare.Run(
             name=f"{v}-{scale}",
@@ -353,12 +354,12 @@ def test_comparison_figures_stay_within_the_data(report_tree: Path, monkeypatch)
         for v in TINY_VARIANTS
         for scale, accuracy in ((1, 0.99), (0.1, 0.5))
     ]
-    compare.figures(runs)
-    scatter, curves = drawn
-    assert scatter.axes[0].get_ylim()[1] <= 100 and curves.axes[1].get_ylim()[1] <= 100
-    assert curves.axes[0].get_yscale() == "log"
-    for name, fig in (("scatter", scatter), ("curves", curves)):
-        _check_ticks(name, fig)
+    with mpl_style.context(["default", STYLE]):
+        scatter, curves = compare.figures(runs).values()
+        assert scatter.axes[0].get_ylim()[1] <= 100 and curves.axes[1].get_ylim()[1] <= 100
+        assert curves.axes[0].get_yscale() == "log"
+        for name, fig in (("scatter", scatter), ("curves", curves)):
+            _check_ticks(name, fig)
 
 
 def test_the_first_screen_shows_the_parameters_and_the_timing_conditions(rendered: tuple[str, str]) -> None:

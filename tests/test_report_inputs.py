@@ -18,7 +18,7 @@ from mnist_jax_pipeline.artefacts import storage, training
 from mnist_jax_pipeline.config.params import load
 from mnist_jax_pipeline.foundation import paths
 from mnist_jax_pipeline.foundation.errors import PipelineError
-from mnist_jax_pipeline.stages.report import render as report_render
+from mnist_jax_pipeline.stages.report import memory
 from mnist_jax_pipeline.stages.report.render import render
 from test_report import GIT, PNG_MAGIC, _figures, _render
 
@@ -66,7 +66,7 @@ def test_without_pprof_the_report_gives_the_install_hint(report_tree: Path, monk
     assert re.findall(
         r'<img src="(data:image/png;base64,[^"]+)" alt="icicle', Path(paths.REPORT_HTML.path).read_text()
     ) == [uri for uri, _, _ in icicles]
-    monkeypatch.setattr(report_render, "draw_icicles", lambda art, missing: {})  # no graph of any kind
+    monkeypatch.setattr(memory, "icicle_rows", lambda snapshot: [])  # no graph of any kind
     html, _ = _render(report_tree)
     assert re.search(
         r'<p class="notice">pprof is not installed and some snapshots have no call graph; [^<]*pprof-for', html

@@ -213,9 +213,11 @@ def test_dvc_queues_the_points_sharing_the_upstream(tmp_path):
 
 
 def test_every_run_of_a_large_sweep_has_its_own_look():
-    from mnist_jax_pipeline.comparison.compare import _look
+    from matplotlib.colors import to_hex
 
-    assert len({(_look(i)["color"], _look(i)["marker"]) for i in range(40)}) == 40
+    from mnist_jax_pipeline.comparison.compare import look
+
+    assert len({(to_hex(look(i)["color"]), look(i)["marker"]) for i in range(40)}) == 40
 
 
 def test_a_failed_exp_list_queues_nothing(tmp_path, monkeypatch, capsys):

@@ -15,6 +15,7 @@ from mnist_jax_pipeline.artefacts.evaluation import EvalHeadline
 from mnist_jax_pipeline.artefacts.training import EpochRecord, TrainHeadline
 from mnist_jax_pipeline.comparison import compare, experiments
 from mnist_jax_pipeline.foundation import paths
+from mnist_jax_pipeline.stages.report.ticks import within
 from workspace import env, make_workspace, sh
 
 WIDTH = 120
@@ -73,9 +74,9 @@ def test_rows_are_every_variant_of_every_experiment_with_what_it_changed():
 
 
 def test_accuracy_axes_stay_within_the_data():
-    low, high = compare._within([96.5, 99.9], top=100)
+    low, high = within([96.5, 99.9], top=100)
     assert 96 < low < 96.5 and 99.9 < high <= 100
-    assert compare._within([97.0], top=100)[1] <= 100  # one run: a margin, still not past 100%
+    assert within([97.0], top=100)[1] <= 100  # one run: a margin, still not past 100%
 
 
 def _run(name: str, train_s: float, accuracy: float, losses: list[float]) -> compare.Run:
@@ -93,18 +94,16 @@ def _run(name: str, train_s: float, accuracy: float, losses: list[float]) -> com
     )
 
 
-def test_identical_runs_are_drawn_once_and_named(tmp_path, monkeypatch):
+def test_identical_runs_are_drawn_once_and_named(tmp_path):
     runs = [
         _run("workspace · jit", 3.0, 0.97, [0.5, 0.2]),
         _run("HEAD (main) · jit", 3.0, 0.97, [0.5, 0.2]),  # the same results as the workspace
         _run("exp-a · jit", 2.0, 0.95, [0.6, 0.3]),
         _run("exp-b · jit", 2.0, 0.95, [0.7, 0.3]),  # exp-a's point, other curves
     ]
-    drawn = []
-    monkeypatch.setattr(compare, "_uri", lambda fig: drawn.append(fig) or "data:,")
+    scatter, curves = compare.figures(runs).values()
     page = tmp_path / "compare.html"
     compare.write(runs, [], "identical", "test", page, None, "between the runs")
-    scatter, curves = drawn
     assert [t.get_text() for t in scatter.legends[0].get_texts()] == [
         "workspace · jit = HEAD (main) · jit",
         "exp-a · jit = exp-b · jit",

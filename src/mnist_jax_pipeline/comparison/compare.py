@@ -1,15 +1,12 @@
-"""The comparison page: one self-contained HTML page of many runs, from a sweep's points or from
-DVC's experiments, with the same numbers `dvc exp show` lists.
-
-It holds a table sorted by test accuracy, test accuracy against training seconds, the training
-curves overlaid, and each run's parameters, showing only those that differ between runs. Runs whose
-plotted values are identical are drawn once, labelled with every name, and named in a note.
+"""The comparison page: one self-contained HTML page of many runs, a sweep's points or DVC's experiments, with the
+numbers `dvc exp show` lists: a table best first, test accuracy against training seconds, the training curves
+overlaid, and only the parameters that differ. Runs whose plotted values are identical are drawn once, labelled
+with every name, and named in a note.
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
 import csv
 import io
 import json
@@ -34,16 +31,26 @@ from ..config.params import load
 from ..foundation import paths
 from ..foundation.errors import PipelineError
 from ..stages.report.conditions import short_causes
-from ..stages.report.figures import STYLE, png_bytes, variant_color
+from ..stages.report.figures import STYLE, data_uri, png_bytes
 from ..stages.report.provenance import generated_at
 from ..stages.report.render import environment
-from ..stages.report.ticks import log_axis
+from ..stages.report.ticks import log_axis, within
 from . import experiments
-from .experiments import flatten
+from .experiments import flatten, same
 
 log = logging.getLogger(__name__)
 GENERATOR = "mnist-pipeline compare"  # the page's generator tag: how --out recognises a page of its own
 MARKER = f'<meta name="generator" content="{GENERATOR}">'
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")  # a new marker for each further ten runs
+COLUMNS = (  # results.csv's columns before the parameters
+    "name",
+    "test_accuracy",
+    "test_loss",
+    "total_train_seconds",
+    "epoch_seconds_median",
+    "compile_seconds",
+    "epochs",
+)
 
 
 @dataclass(frozen=True)
@@ -55,13 +62,13 @@ class Run:
     train: TrainHeadline
     evaluation: EvalHeadline
     history: list[EpochRecord]
-    busy: str | None  # what made the machine busy while it trained; None: calm, or unknown (an experiment's)
+    busy: str | None = None  # what made the machine busy while it trained; None: calm, or unknown (an experiment's)
 
 
 def differing(runs: list[Run]) -> list[str]:
     """The parameters whose values are not the same in every run, in params.yaml's order."""
     keys = list(dict.fromkeys(key for run in runs for key in run.params))
-    return [key for key in keys if len({json.dumps(run.params.get(key), sort_keys=True) for run in runs}) > 1]
+    return [key for key in keys if any(not same(run.params.get(key), runs[0].params.get(key)) for run in runs)]
 
 
 def from_sweep(sweep: sweeps.Sweep) -> list[Run]:
@@ -76,30 +83,25 @@ def from_sweep(sweep: sweeps.Sweep) -> list[Run]:
             )
         runs.append(
             Run(
-                name=point.name,
-                params=flatten(sweep.params(point)),
-                train=training.read_metrics(variant, root).headline(),
-                evaluation=evaluation.read_metrics(variant, root).headline(),
-                history=training.read_history(variant, root),
-                busy=short_causes(training.read_run(variant, root)),
+                point.name,
+                flatten(sweep.params(point)),
+                training.read_metrics(variant, root).headline(),
+                evaluation.read_metrics(variant, root).headline(),
+                training.read_history(variant, root),
+                short_causes(training.read_run(variant, root)),
             )
         )
     return runs
 
 
 def _history(rev: str | None, variant: str) -> list[EpochRecord]:
-    """A variant's epochs as a commit holds them (the workspace's file where `rev` is None); none if unreadable."""
+    """A variant's epochs as a commit holds them (the workspace's where `rev` is None); none if unreadable."""
     path = paths.TRAIN_HISTORY.at(variant).as_posix()
     if rev is None:
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError:
-            return []
+        text = Path(path).read_text(encoding="utf-8") if Path(path).is_file() else ""
     else:
         done = subprocess.run(["git", "show", f"{rev}:{path}"], capture_output=True, text=True)
-        if done.returncode != 0:
-            return []
-        text = done.stdout
+        text = done.stdout if done.returncode == 0 else ""
     try:
         return [EpochRecord.model_validate(row, strict=False) for row in csv.DictReader(io.StringIO(text))]
     except ValidationError:
@@ -107,42 +109,16 @@ def _history(rev: str | None, variant: str) -> list[EpochRecord]:
 
 
 def from_dvc() -> tuple[list[Run], list[str], list[str]]:
-    """Every variant of DVC's experiments of this commit, the baseline's and the workspace's, as runs;
-    the parameters that differ from the baseline; and what was left out, with why."""
+    """Every variant of DVC's experiments of this commit, the baseline's and the workspace's, as runs; the
+    parameters that differ from the baseline; and what was left out, with why."""
     rows, left_out = experiments.from_dvc()
-    runs = [
-        Run(
-            name=row.name,
-            params=row.params,
-            train=row.train,
-            evaluation=row.evaluation,
-            history=_history(row.rev, row.variant),
-            busy=None,
-        )
-        for row in rows
-    ]
-    keys = list(dict.fromkeys(key for row in rows for key in row.changed))
-    return runs, keys, left_out
+    runs = [Run(row.name, row.params, row.train, row.evaluation, _history(row.rev, row.variant)) for row in rows]
+    return runs, list(dict.fromkeys(key for row in rows for key in row.changed)), left_out
 
 
-def _uri(fig: Figure) -> str:
-    return "data:image/png;base64," + base64.b64encode(png_bytes(fig)).decode("ascii")
-
-
-MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")  # a new marker for each further ten runs
-
-
-def _look(index: int) -> dict[str, Any]:
+def look(index: int) -> dict[str, Any]:
     """A run's colour and marker: ten colours, then the same colours with the next marker."""
-    return {"color": variant_color(index), "marker": MARKERS[(index // 10) % len(MARKERS)]}
-
-
-def _within(values: list[float], top: float | None = None) -> tuple[float, float]:
-    """Axis limits around the data with a small margin, never past `top` (100% for an accuracy)."""
-    low, high = min(values), max(values)
-    pad = (high - low) * 0.08 or max(abs(high) * 0.02, 1e-3)
-    upper = high + pad if top is None else min(top, high + pad)
-    return low - pad, upper
+    return {"color": f"C{index}", "marker": MARKERS[(index // 10) % len(MARKERS)]}
 
 
 def point(run: Run) -> tuple[float, float]:
@@ -155,112 +131,77 @@ def curve(run: Run) -> list[tuple[int, float, float]]:
     return [(h.epoch, h.train_loss, h.test_accuracy) for h in run.history]
 
 
-def alike(runs: list[Run], plotted: Callable[[Run], Any]) -> dict[int, list[int]]:
-    """For each run, the indices of every run with the same plotted values as its own, itself included, in
-    run order; a run with nothing to plot is like none but itself."""
-    seen: dict[str, list[int]] = {}
-    groups: dict[int, list[int]] = {}
+def alike(runs: list[Run], plotted: Callable[[Run], Any]) -> list[list[int]]:
+    """The runs in sets of the same plotted values, as indices, in run order; a run with nothing to plot is
+    alone in its set."""
+    sets: dict[str, list[int]] = {}
     for i, run in enumerate(runs):
         values = plotted(run)
-        groups[i] = seen.setdefault(json.dumps(values), []) if values else []
-        groups[i].append(i)
-    return groups
-
-
-def same_names(runs: list[Run], plotted: Callable[[Run], Any]) -> list[str]:
-    """Each set of two or more runs with the same plotted values, as 'a = b'."""
-    groups = {tuple(group) for group in alike(runs, plotted).values() if len(group) > 1}
-    return [" = ".join(runs[i].name for i in group) for group in sorted(groups)]
+        sets.setdefault(json.dumps(values) if values else f"#{i}", []).append(i)
+    return list(sets.values())
 
 
 def identical_notes(runs: list[Run]) -> dict[str, list[str]]:
-    """The notes that name identical runs: "results" (the same point and curves), "point" and "curve"
-    (the same in that figure only), each 'a = b'."""
-    results = same_names(runs, lambda run: [point(run), curve(run)])
+    """The sets of runs the notes name, each 'a = b': "results" (the same point and curves), "point" and
+    "curve" (the same in that figure only)."""
+
+    def same_names(plotted: Callable[[Run], Any]) -> list[str]:
+        return [" = ".join(runs[i].name for i in group) for group in alike(runs, plotted) if len(group) > 1]
+
+    results = same_names(lambda run: [point(run), curve(run)])
     return {
         "results": results,
-        "point": [names for names in same_names(runs, point) if names not in results],
-        "curve": [names for names in same_names(runs, curve) if names not in results],
+        "point": [names for names in same_names(point) if names not in results],
+        "curve": [names for names in same_names(curve) if names not in results],
     }
 
 
-def _drawn(runs: list[Run], plotted: Callable[[Run], Any]) -> list[tuple[int, str]]:
-    """The runs a figure draws, one for each set of identical ones: its index and the label naming all."""
-    return [(i, " = ".join(runs[j].name for j in group)) for i, group in alike(runs, plotted).items() if group[0] == i]
+def figures(runs: list[Run]) -> dict[str, Figure]:
+    """The scatter of accuracy against time, and the curves overlaid; runs with the same plotted values are
+    drawn once, under a label that names them all ('a = b'). Call inside the pinned style (figures.STYLE)."""
 
+    def drawn(plotted: Callable[[Run], Any]) -> list[tuple[int, Run, str]]:
+        return [(g[0], runs[g[0]], " = ".join(runs[i].name for i in g)) for g in alike(runs, plotted)]
 
-def figures(runs: list[Run]) -> dict[str, str]:
-    """The scatter of accuracy against time, and the curves overlaid, as data: URIs; runs with the same
-    plotted values are drawn once, under a label that names them all ('a = b')."""
-    with mpl_style.context(["default", STYLE]):
-        scatter = Figure(figsize=(6.5, 4), layout="constrained")
-        ax = scatter.subplots()
-        for i, label in _drawn(runs, point):
-            run = runs[i]
-            ax.scatter(run.train.train_s, 100 * run.evaluation.test_accuracy, **_look(i), label=label, s=36, zorder=3)
-        ax.set(
-            xlabel="training seconds (all epochs, compile apart)",
-            ylabel="test accuracy (%)",
-            title="test accuracy against training time",
-            xlim=_within([run.train.train_s for run in runs]),
-            ylim=_within([100 * run.evaluation.test_accuracy for run in runs], top=100),
-        )
-        scatter.legend(loc="outside right upper", fontsize=7)
-        curves = Figure(figsize=(9, 3.4), layout="constrained")
-        loss_ax, acc_ax = curves.subplots(1, 2)
-        accuracies = []
-        for i, label in _drawn(runs, curve):
-            run = runs[i]
-            epochs = [h.epoch for h in run.history]
-            accuracies += [100 * h.test_accuracy for h in run.history]
-            loss_ax.plot(epochs, [h.train_loss for h in run.history], **_look(i), markersize=3, label=label)
-            acc_ax.plot(epochs, [100 * h.test_accuracy for h in run.history], **_look(i), markersize=3)
-        loss_ax.set(title="training loss (log)", xlabel="epoch", ylabel="loss")
-        log_axis(loss_ax, "y", [h.train_loss for run in runs for h in run.history])
-        acc_ax.set(title="test accuracy", xlabel="epoch", ylabel="%")
-        if accuracies:
-            acc_ax.set_ylim(*_within(accuracies, top=100))
-        for axis in (loss_ax, acc_ax):
-            axis.xaxis.set_major_locator(MaxNLocator(integer=True))
-        curves.legend(loc="outside right upper", fontsize=7)
-        return {"scatter": _uri(scatter), "curves": _uri(curves)}
-
-
-COLUMNS = (
-    "name",
-    "test_accuracy",
-    "test_loss",
-    "total_train_seconds",
-    "epoch_seconds_median",
-    "compile_seconds",
-    "epochs",
-)  # results.csv's columns before the parameters
+    scatter = Figure(figsize=(6.5, 4), layout="constrained")
+    ax = scatter.subplots()
+    for i, run, label in drawn(point):
+        ax.scatter(run.train.train_s, 100 * run.evaluation.test_accuracy, **look(i), label=label, s=36, zorder=3)
+    ax.set(
+        xlabel="training seconds (all epochs, compile apart)",
+        ylabel="test accuracy (%)",
+        title="test accuracy against training time",
+        xlim=within([run.train.train_s for run in runs]),
+        ylim=within([100 * run.evaluation.test_accuracy for run in runs], top=100),
+    )
+    scatter.legend(loc="outside right upper", fontsize=7)
+    curves = Figure(figsize=(9, 3.4), layout="constrained")
+    loss_ax, acc_ax = curves.subplots(1, 2)
+    for i, run, label in drawn(curve):
+        epochs = [h.epoch for h in run.history]
+        loss_ax.plot(epochs, [h.train_loss for h in run.history], **look(i), markersize=3, label=label)
+        acc_ax.plot(epochs, [100 * h.test_accuracy for h in run.history], **look(i), markersize=3)
+    loss_ax.set(title="training loss (log)", xlabel="epoch", ylabel="loss")
+    log_axis(loss_ax, "y", [h.train_loss for run in runs for h in run.history])
+    acc_ax.set(title="test accuracy", xlabel="epoch", ylabel="%")
+    if accuracies := [100 * h.test_accuracy for run in runs for h in run.history]:
+        acc_ax.set_ylim(*within(accuracies, top=100))
+    for axis in (loss_ax, acc_ax):
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+    curves.legend(loc="outside right upper", fontsize=7)
+    return {"scatter": scatter, "curves": curves}
 
 
 def frame(runs: list[Run], keys: list[str]) -> pd.DataFrame:
-    """A row per run, best test accuracy first (then the shorter training): COLUMNS, `busy` and the
-    given parameters. Object columns keep each value as the run holds it (None, a list, an int)."""
-    records = [
-        (
-            run.name,
-            run.evaluation.test_accuracy,
-            run.evaluation.test_loss,
-            run.train.train_s,
-            run.train.epoch_s,
-            run.train.compile_s,
-            run.params.get("train.epochs"),
-            run.busy,
-            *(run.params.get(key) for key in keys),
-        )
-        for run in runs
-    ]
+    """A row per run, best test accuracy first (then the shorter training): COLUMNS, `busy` and the given
+    parameters, each value as the run holds it (None, a list, an int)."""
+    records = []
+    for run in runs:
+        train, tested = run.train, run.evaluation
+        results = [run.name, tested.test_accuracy, tested.test_loss, train.train_s, train.epoch_s, train.compile_s]
+        records.append([*results, run.params.get("train.epochs"), run.busy, *(run.params.get(key) for key in keys)])
     data = pd.DataFrame(records, columns=[*COLUMNS, "busy", *keys], dtype=object)
     return data.sort_values(["test_accuracy", "total_train_seconds"], ascending=[False, True], ignore_index=True)
-
-
-def table(data: pd.DataFrame, keys: list[str]) -> list[dict[str, Any]]:
-    """The page's rows: each run's figures, with the given parameters under "params"."""
-    return [{**row, "params": {key: row[key] for key in keys}} for row in data.to_dict("records")]
 
 
 def write(
@@ -276,7 +217,8 @@ def write(
     """Render the page (and the table as CSV) atomically; `keys` are the parameters that differ `against`
     something ("between the points", "from the baseline (HEAD)")."""
     data = frame(runs, keys)
-    rows = table(data, keys)
+    with mpl_style.context(["default", STYLE]):
+        pictures = {name: data_uri(png_bytes(fig)) for name, fig in figures(runs).items()}
     html = (
         environment(autoescape=True)
         .get_template("compare.html.j2")
@@ -284,8 +226,8 @@ def write(
             title=title,
             source=source,
             keys=keys,
-            rows=rows,
-            figures=figures(runs),
+            rows=[{**row, "params": {key: row[key] for key in keys}} for row in data.to_dict("records")],
+            figures=pictures,
             identical=identical_notes(runs),
             date=generated_at(),
             notes=notes,
@@ -306,37 +248,17 @@ def main(args: argparse.Namespace) -> None:
         atomic.claim(args.out, option="--out", command="compare", signature=MARKER)
     if args.sweep:
         sweep = sweeps.load(sweeps.FOLDER / f"{args.sweep}.yaml", args.params)
-        folder = sweeps.FOLDER / sweep.name
-        runs = from_sweep(sweep)
-        html_path = Path(args.out or folder / paths.COMPARE_HTML)
-        write(
-            runs,
-            differing(runs),
-            f"sweep {sweep.name}",
-            f"sweeps/{sweep.name}.yaml ({sweep.variant})",
-            html_path,
-            folder / paths.COMPARE_CSV,
-            "between the points",
-        )
+        folder, runs = sweeps.FOLDER / sweep.name, from_sweep(sweep)
+        html_path, csv_path = Path(args.out or folder / paths.COMPARE_HTML), folder / paths.COMPARE_CSV
+        source = f"sweeps/{sweep.name}.yaml ({sweep.variant})"
+        write(runs, differing(runs), f"sweep {sweep.name}", source, html_path, csv_path, "between the points")
         log.info("wrote %s (%d points of sweep %s)", html_path, len(runs), sweep.name)
         return
     load(args.params)
     runs, keys, left_out = from_dvc()
     html_path = Path(args.out or paths.EXPERIMENTS_HTML)
     notes = (f"Left out: {', '.join(left_out)}.",) if left_out else ()
-    write(
-        runs,
-        keys,
-        "DVC experiments",
-        "dvc exp show: the workspace, the baseline (HEAD) and its experiments, one row per variant",
-        html_path,
-        None,
-        "from the baseline (HEAD)",
-        notes,
-    )
-    log.info(
-        "wrote %s (%d rows, one per experiment and variant%s)",
-        html_path,
-        len(runs),
-        f"; left out: {', '.join(left_out)}" if left_out else "",
-    )
+    source = "dvc exp show: the workspace, the baseline (HEAD) and its experiments, one row per variant"
+    write(runs, keys, "DVC experiments", source, html_path, None, "from the baseline (HEAD)", notes)
+    skipped = f"; left out: {', '.join(left_out)}" if left_out else ""
+    log.info("wrote %s (%d rows, one per experiment and variant%s)", html_path, len(runs), skipped)

@@ -1,2 +1,3 @@
-"""The report stage: figures (figures.py), inputs (inputs.py), memory (memory.py), provenance
-(provenance.py) and the HTML/Markdown rendering (render.py, templates/*.j2)."""
+"""The report stage: its inputs (inputs.py), figures (figures.py, ticks.py), number formats (formatting.py), the
+trace and memory sections (memory.py), the run's conditions (conditions.py) and provenance (provenance.py), and
+the HTML/Markdown rendering (render.py, templates/*.j2)."""

@@ -1,5 +1,5 @@
-"""Under what conditions the report measured: the parameters that matter, as values, and how busy the
-machine was while each variant trained (metrics/train/<variant>.run.json), in words."""
+"""Under what conditions the report measured: the parameters that matter, as values, and how busy the machine was
+while each variant trained (metrics/train/<variant>.run.json), in words."""
 
 from __future__ import annotations
 
@@ -13,13 +13,11 @@ def parameter_values(params: Params) -> list[str]:
     """The training parameters a reader needs to judge the numbers:
     ['10 epochs', 'sgd', 'step size 0.01', 'batch size 128', 'variants nojit, jit']."""
     train = params.train
-    step = f"step size {plain(train.step_size)}"
-    if train.schedule != "constant":
-        step += f", {train.schedule} schedule"
+    schedule = f", {train.schedule} schedule" if train.schedule != "constant" else ""
     return [
         f"{train.epochs} epoch{'s' if train.epochs != 1 else ''}",
         train.optimizer,
-        step,
+        f"step size {plain(train.step_size)}{schedule}",
         f"batch size {train.batch_size}",
         f"variant{'s' if len(params.variants) != 1 else ''} {', '.join(params.variants)}",
     ]
@@ -31,42 +29,29 @@ def _on_cores(count: int | None) -> str:
 
 def _load(run: RunInfo) -> str | None:
     """'1-minute load 5.0 → 4.2 on 2 cores', or None where the platform gave no load."""
-    start, end = run.loadavg_1m_at_start, run.loadavg_1m_at_end
-    if start is None and end is None:
-        return None
-    values = " → ".join(f"{value:.1f}" for value in (start, end) if value is not None)
-    return f"1-minute load {values}{_on_cores(run.host_cpu_count)}"
+    values = [f"{value:.1f}" for value in (run.loadavg_1m_at_start, run.loadavg_1m_at_end) if value is not None]
+    return f"1-minute load {' → '.join(values)}{_on_cores(run.host_cpu_count)}" if values else None
 
 
-def _without_lock(run: RunInfo) -> tuple[str, str | None] | None:
-    """How a run went without the timing lock, and a detail for the parentheses; None where it held it."""
-    if run.timing_lock == "off":
-        return "ran without the timing lock", f"{LOCK_ENV}=off"
-    if run.timing_lock == "not held":
-        return f"ran without the timing lock after waiting {seconds(run.lock_wait_seconds)} for another job's", None
-    return None
-
-
-def _others_cpu(run: RunInfo) -> str | None:
+def _others_share(run: RunInfo) -> float | None:
+    """The share of the CPU other processes used, where it made the machine busy."""
     share = run.other_cpu_share
-    if share is None or share <= BUSY_SHARE:
-        return None
-    return f"other processes used {percent(share, 0)} of the CPU"
+    return share if share is not None and share > BUSY_SHARE else None
 
 
 def observed(variant: str, run: RunInfo) -> str:
     """What made the machine busy while train@<variant> was timed, in one clause:
     'other processes used 35 % of the CPU while train@jit ran (1-minute load 5.0 → 4.2 on 2 cores)'."""
-    job, lock, cpu = f"train@{variant}", _without_lock(run), _others_cpu(run)
+    job, share = f"train@{variant}", _others_share(run)
+    lock = "ran without the timing lock" if run.timing_lock != "held" else None
+    if run.timing_lock == "not held":
+        lock = f"{lock} after waiting {seconds(run.lock_wait_seconds)} for another job's"
+    cpu = f"other processes used {percent(share, 0)} of the CPU" if share is not None else None
     if lock and cpu:
-        text = f"{job} {lock[0]} while {cpu}"
-    elif cpu:
-        text = f"{cpu} while {job} ran"
-    elif lock:
-        text = f"{job} {lock[0]}"
+        text = f"{job} {lock} while {cpu}"
     else:
-        text = f"{job} recorded a busy machine"
-    details = [detail for detail in (lock[1] if lock else None, _load(run)) if detail]
+        text = f"{cpu} while {job} ran" if cpu else f"{job} {lock or 'recorded a busy machine'}"
+    details = [detail for detail in (f"{LOCK_ENV}=off" if run.timing_lock == "off" else None, _load(run)) if detail]
     return f"{text} ({'; '.join(details)})" if details else text
 
 
@@ -82,12 +67,7 @@ def calm_line(runs: dict[str, RunInfo]) -> str:
     shares = [run.other_cpu_share for run in runs.values() if run.other_cpu_share is not None]
     if shares:
         parts.append(f"other processes used at most {percent(max(shares), 0)} of the CPU")
-    loads = [
-        value
-        for run in runs.values()
-        for value in (run.loadavg_1m_at_start, run.loadavg_1m_at_end)
-        if value is not None
-    ]
+    loads = [v for run in runs.values() for v in (run.loadavg_1m_at_start, run.loadavg_1m_at_end) if v is not None]
     if loads:
         low, high = f"{min(loads):.1f}", f"{max(loads):.1f}"
         cores = {run.host_cpu_count for run in runs.values()}
@@ -100,9 +80,7 @@ def short_causes(run: RunInfo) -> str | None:
     """A busy run's causes in a few words, for a table cell ('no timing lock', 'others 35 % CPU'); None if calm."""
     if not run.busy:
         return None
-    causes = []
-    if run.timing_lock != "held":
-        causes.append("no timing lock")
-    if run.other_cpu_share is not None and run.other_cpu_share > BUSY_SHARE:
-        causes.append(f"others {percent(run.other_cpu_share, 0)} CPU")
+    causes = ["no timing lock"] if run.timing_lock != "held" else []
+    if (share := _others_share(run)) is not None:
+        causes.append(f"others {percent(share, 0)} CPU")
     return ", ".join(causes) or "busy"

@@ -1,5 +1,5 @@
-"""Number formats shared by the HTML and Markdown templates (registered as Jinja filters) and by
-the figures' tick labels: bytes in binary units, seconds as ms or s, never scientific notation."""
+"""Number formats of the HTML and Markdown templates (registered as Jinja filters) and of the figures'
+tick labels: bytes in binary units, times in µs, ms or s, never scientific notation; and relative links."""
 
 from __future__ import annotations
 
@@ -12,18 +12,42 @@ from urllib.parse import quote
 
 MISSING = "—"
 MINUS = "−"  # U+2212, as wide as '+' in tabular figures
+BYTE_COUNT = re.compile(r"\b(\d{1,3}(?:,\d{3})+|\d+) bytes\b")
 
 
 def _three_digits(value: float) -> str:
     """Three significant digits, trailing zeros kept: 2 -> '2.00', 12.34 -> '12.3'."""
     magnitude = abs(value)
-    decimals = 2 if magnitude < 10 else 1 if magnitude < 100 else 0
-    return f"{value:.{decimals}f}"
+    return f"{value:.{2 if magnitude < 10 else 1 if magnitude < 100 else 0}f}"
+
+
+def _scaled(amount: float, base: int, units: tuple[str, ...]) -> str:
+    """Whole in units[0] below `base`; else three digits in the first further unit (each `base` times the
+    one before) that keeps it under 1000, or the last."""
+    if abs(amount) < base:
+        return f"{amount:.0f} {units[0]}"
+    for unit in units[1:-1]:
+        amount /= base
+        if abs(amount) < 1000:
+            return f"{_three_digits(amount)} {unit}"
+    return f"{_three_digits(amount / base)} {units[-1]}"
+
+
+def _signed(text: str, value: float) -> str:
+    return f"+{text}" if value > 0 else f"{MINUS}{text.lstrip('-')}" if value < 0 else text
 
 
 def percent(value: Any, digits: int = 2) -> str:
     """0.98123 -> '98.12 %'."""
     return MISSING if value is None else f"{100 * float(value):.{digits}f} %"
+
+
+def signed_percent(value: Any, digits: int = 1) -> str:
+    """A relative change, its sign always shown: 0.027 -> '+2.7 %', -0.01 -> '−1.0 %'."""
+    if value is None:
+        return MISSING
+    text = f"{100 * float(value):.{digits}f}"
+    return f"{_signed(text, float(text))} %"
 
 
 def seconds(value: Any) -> str:
@@ -35,33 +59,22 @@ def seconds(value: Any) -> str:
 
 
 def micros(value: Any) -> str:
-    """Microseconds with three significant digits; milliseconds from 1000 µs, seconds from 1000 ms."""
+    """Microseconds with three significant digits; as `seconds` from 1000 µs."""
     if value is None:
         return MISSING
     value = float(value)
-    if abs(value) >= 1e6:
-        return f"{_three_digits(value / 1e6)} s"
-    if abs(value) >= 1e3:
-        return f"{_three_digits(value / 1e3)} ms"
-    return f"{_three_digits(value)} µs"
+    return f"{_three_digits(value)} µs" if abs(value) < 1e3 else seconds(value / 1e6)
 
 
 def size(value: Any) -> str:
     """Bytes in binary units, three significant digits: 1536 -> '1.50 KiB', 540_000_000 -> '515 MiB'."""
-    if value is None:
-        return MISSING
-    amount = float(value)
-    if abs(amount) < 1024:
-        return f"{amount:.0f} B"
-    for unit in ("KiB", "MiB", "GiB"):
-        amount /= 1024
-        if abs(amount) < 1000 or unit == "GiB":
-            return f"{_three_digits(amount)} {unit}"
-    raise AssertionError("unreachable")
+    return MISSING if value is None else _scaled(float(value), 1024, ("B", "KiB", "MiB", "GiB"))
 
 
-def _signed(text: str, value: float) -> str:
-    return f"+{text}" if value > 0 else f"{MINUS}{text.lstrip('-')}" if value < 0 else text
+def flops(value: Any) -> str:
+    """Floating-point operations in SI units: 2.054e9 -> '2.05 GFLOP'."""
+    units = ("FLOP", "kFLOP", "MFLOP", "GFLOP", "TFLOP")
+    return MISSING if value is None else _scaled(float(value), 1000, units)
 
 
 def signed_size(value: Any) -> str:
@@ -74,21 +87,10 @@ def signed(value: Any) -> str:
     return MISSING if value is None else _signed(f"{int(value):,}", int(value))
 
 
-_BYTE_COUNT = re.compile(r"\b(\d{1,3}(?:,\d{3})+|\d+) bytes\b")
-
-
 def sizes_in(text: str) -> str:
-    """A sentence of the profile stage with its byte counts in binary units:
-    'the 5,764,278 bytes live' -> 'the 5.50 MiB live'."""
-    return _BYTE_COUNT.sub(lambda match: size(int(match.group(1).replace(",", ""))), text)
-
-
-def signed_percent(value: Any, digits: int = 1) -> str:
-    """A relative change, its sign always shown: 0.027 -> '+2.7 %', -0.01 -> '−1.0 %'."""
-    if value is None:
-        return MISSING
-    text = f"{100 * float(value):.{digits}f}"
-    return f"{_signed(text, float(text))} %"
+    """A sentence of the profile stage with its byte counts in binary units: 'the 5,764,278 bytes live' -> 'the
+    5.50 MiB live'."""
+    return BYTE_COUNT.sub(lambda match: size(int(match.group(1).replace(",", ""))), text)
 
 
 def load(value: Any) -> str:
@@ -106,22 +108,9 @@ def thousands(value: Any) -> str:
     return MISSING if value is None else f"{int(value):,}"
 
 
-def flops(value: Any) -> str:
-    """Floating-point operations in SI units: 2.054e9 -> '2.05 GFLOP'."""
-    if value is None:
-        return MISSING
-    amount = float(value)
-    for unit in ("FLOP", "kFLOP", "MFLOP", "GFLOP"):
-        if abs(amount) < 1000:
-            return f"{amount:.0f} {unit}" if unit == "FLOP" else f"{_three_digits(amount)} {unit}"
-        amount /= 1000
-    return f"{_three_digits(amount)} TFLOP"
-
-
 def memory_stat(value: Any, key: str) -> str:
     """A value of a device's memory_stats() under `key`: bytes for the byte keys, else a count."""
-    byte_key = "bytes" in key or key.endswith("_size")
-    return size(value) if byte_key else thousands(value)
+    return size(value) if "bytes" in key or key.endswith("_size") else thousands(value)
 
 
 def plain(value: float) -> str:
@@ -137,31 +126,18 @@ def plain(value: float) -> str:
 
 def seconds_tick(value: float) -> str:
     """A tick label of a time axis: 0.2 -> '200 ms', 2 -> '2 s', 60 -> '60 s'."""
-    if value == 0:
-        return "0"
-    return f"{plain(value * 1000)} ms" if abs(value) < 1 else f"{plain(value)} s"
+    return "0" if value == 0 else f"{plain(value * 1000)} ms" if abs(value) < 1 else f"{plain(value)} s"
 
 
 def href(target: str | Path, page: str | Path, *, folder: bool = False) -> str:
-    """The relative link from the page at `page` to `target` (both relative to the project root),
-    percent-encoded, with '/' separators and a trailing '/' for a folder:
-    ('reports/profile/jit/trace', 'reports/report.html', folder=True) -> 'profile/jit/trace/'."""
+    """The percent-encoded link from the page at `page` to `target`, both from the project root, a folder's ending in
+    '/': ('reports/profile/jit/trace', 'reports/report.html', folder=True) -> 'profile/jit/trace/'."""
     relative = quote(Path(os.path.relpath(Path(target), Path(page).parent)).as_posix())
     return f"{relative}/" if folder else relative
 
 
 FILTERS = {
-    "percent": percent,
-    "seconds": seconds,
-    "micros": micros,
-    "size": size,
-    "signed_size": signed_size,
-    "signed": signed,
-    "ratio": ratio,
-    "signed_percent": signed_percent,
-    "load": load,
-    "thousands": thousands,
-    "flops": flops,
-    "memory_stat": memory_stat,
-    "sizes_in": sizes_in,
+    f.__name__: f
+    for f in (percent, signed_percent, seconds, micros, size, flops, signed_size, signed, sizes_in, load, ratio)
+    + (thousands, memory_stat)
 }

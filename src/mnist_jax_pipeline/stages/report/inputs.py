@@ -30,14 +30,11 @@ class VariantResults:
     evaluation: EvalMetrics
     details: EvalDetails
 
-    @property
-    def confusion(self) -> np.ndarray:
-        """(10, 10) counts[true, predicted]."""
-        return np.asarray(self.details.confusion_matrix, dtype=np.int64)
-
 
 @dataclass(frozen=True)
 class Artefacts:
+    """Every input of the report stage."""
+
     manifest: Manifest
     stats: Stats
     test_images: np.ndarray  # (N, 28, 28) float32, as preprocessed

@@ -1,121 +1,54 @@
-"""The memory and trace sections: the profile stage's summaries (typed, artefacts/profile_summary.py),
-their call graphs, and XLA's analysis of each compiled step (the train stage's metrics). Without a
-summary the report says how to make one. Call graphs (`<point>.svg`, the train step's
-`train_step.diff.svg`) are cleaned of scripts, event handlers and links, given a fixed size, and
-inlined as `data:` URIs; without them the report draws an icicle of the stacks itself.
-"""
+"""The trace and memory sections: the profile stage's summaries (artefacts/profile_summary.py), their pprof call
+graphs cleaned of scripts, handlers and links and inlined at a fixed size (without one, the report's own icicle
+of the stacks), and XLA's analysis of each compiled step (the train stage's metrics)."""
 
 from __future__ import annotations
 
 import base64
 import re
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from ...artefacts.profile_summary import INSTALL_HINT, Allocation, OpRow, ProfileSummary, Snapshot, short_frame
-from ...artefacts.training import XlaAnalysis
+from ...artefacts.profile_summary import INSTALL_HINT, Allocation, ProfileSummary, Snapshot, short_frame
 from ...foundation import paths, variants
 from ...foundation.errors import remake
 from ...foundation.paths import SNAPSHOTS
+from .figures import data_uri, icicle_png, icicle_rows
 from .formatting import href, size
 from .inputs import Artefacts
 
 SVG_NS = "http://www.w3.org/2000/svg"
-XLINK_NS = "http://www.w3.org/1999/xlink"
-_EXTERNAL_URL = re.compile(r"url\(\s*['\"]?\s*(?!#)", re.IGNORECASE)
-_UNSAFE_TAGS = {"script", "foreignObject", "iframe"}
-
-
+EXTERNAL_URL = re.compile(r"url\(\s*['\"]?\s*(?!#)", re.IGNORECASE)
+UNSAFE_TAGS = {"script", "foreignObject", "iframe"}
 TOP_OPS = 12  # rows of each op table shown; the rest are summed in one line
+ARGUMENTS = {  # a compiled call's arguments by what it runs: (key of the profile's expected_bytes, in words)
+    "epoch": (("state", "training state"), ("train_images", "training images"), ("train_targets", "one-hot targets")),
+    "step": (("state", "training state"), ("batch_images", "batch images"), ("batch_targets", "batch targets")),
+}
+XLA_NOTES = {
+    "epoch": "the state is donated: its buffers are reused for the output (alias); XLA's cost analysis counts the"
+    " scanned body once, not once per step, so its FLOPs are not the epoch's",
+    "step": "one compiled update of a full batch; nothing donated",
+}
 
 
 @dataclass(frozen=True)
-class AllocationRow:
-    bytes: int
-    count: int
-    kind: str
-    device: str
-    origin: str  # innermost frame of the pipeline's own code, else the innermost frame
-    frames: list[str]  # leaf first, as 'function (file.py:line)'
+class Profiled:
+    """One variant's profile summary and what the report draws of it."""
 
-
-@dataclass(frozen=True)
-class SnapshotView:
     name: str
-    file: str
-    total_bytes: int
-    total_allocations: int
-    top: list[AllocationRow]
-    explanation: str
-    executables: tuple[int, int] | None  # (live executables, their bytes), folded into one line
-    diff_base: str | None  # the snapshot subtracted in `diff`
-    diff_total: int | None
-    diff: list[AllocationRow]
-    call_graph: str | None  # data: URI of the cleaned pprof SVG (of the difference, when there is one)
-    icicle: str | None = None  # data: URI of the report's own icicle PNG, when there is no call graph
-
-
-@dataclass(frozen=True)
-class TraceView:
-    """One variant's op table and where its trace files are."""
-
-    variant: str
-    unit: str
-    calls: int
-    train_steps: int
-    module: str | None
-    step_us: float
-    annotated_us: float
-    self_share: float
-    busy_share: float
-    rows: list[OpRow]
-    rest: tuple[int, float, float] | None  # (ops, self time, share) of the rows not shown
-    matmul_share: float | None
-    matmul_gflops: float | None
-    logdir: str  # paths from the project root
+    summary: ProfileSummary
+    snapshots: dict[str, Snapshot]  # in SNAPSHOTS' order, then any other
+    graphs: dict[str, str]  # snapshot -> data: URI of its cleaned pprof call graph
+    icicles: dict[str, str]  # snapshot -> data: URI of the report's icicle, where it has no call graph
+    busy_share: float  # of the traced step time: some op running or finishing
+    matmul_share: float | None  # of the traced step time: the matrix products' self time
+    logdir: str  # the trace's folder and Perfetto file, from the project root
     perfetto: str
-    logdir_href: str  # the same, relative to the report's folder
+    logdir_href: str  # the same, relative to the report
     perfetto_href: str
-
-
-@dataclass(frozen=True)
-class VariantMemory:
-    name: str
-    device: str
-    backend: str
-    peak_bytes: int
-    peak_source: str
-    memory_stats: dict[str, int] | None
-    pprof_available: bool
-    install_hint: str
-    snapshots: list[SnapshotView]
-    trace: TraceView
-
-
-@dataclass(frozen=True)
-class XlaRow:
-    """XLA's analysis of one variant's compiled step, and what its arguments are in model terms."""
-
-    name: str
-    unit: str
-    xla: XlaAnalysis
-    arguments: str  # what the argument bytes are, checked against the profile's sizes
-    matches: bool | None  # None: no profile to check against
-    note: str
-
-
-@dataclass(frozen=True)
-class MemoryView:
-    present: bool  # at least one profile summary exists
-    variants: list[VariantMemory] = field(default_factory=list)
-    missing: list[str] = field(default_factory=list)  # variants without a profile summary
-    xla: list[XlaRow] = field(default_factory=list)
-    peak_bytes: int | None = None  # the largest peak over the profiles
-    peak_source: str | None = None
-    pprof_available: bool = False
-    install_hint: str = INSTALL_HINT
-    graphs_missing: bool = False  # a snapshot with buffers shows neither pprof's call graph nor an icicle
 
 
 def _local(name: str) -> str:
@@ -123,20 +56,17 @@ def _local(name: str) -> str:
 
 
 def _undo_pan_zoom(root: ET.Element) -> None:
-    """pprof -svg drops Graphviz's size and viewBox and zooms to 50% for its pan script; restore
-    the drawing at 1:1 with a viewBox from the graph's background polygon."""
+    """pprof -svg drops Graphviz's size and viewBox and zooms to 50% for its pan script: restore the drawing at
+    1:1 with a viewBox from the graph's background polygon."""
     groups = {g.get("id"): g for g in root.iter(f"{{{SVG_NS}}}g") if g.get("id")}
     if "viewport" in groups:
         groups["viewport"].attrib.pop("transform", None)
     graph = groups.get("graph0")
-    if root.get("viewBox") or graph is None:
+    if graph is None or root.get("viewBox"):
         return
     background = graph.find(f"{{{SVG_NS}}}polygon")
-    numbers = (
-        [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", background.get("points", ""))]
-        if (background is not None)
-        else []
-    )
+    points = background.get("points", "") if background is not None else ""
+    numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", points)]
     if len(numbers) < 4:
         return
     xs, ys = numbers[0::2], numbers[1::2]
@@ -153,19 +83,14 @@ def clean_svg(text: str) -> str:
         raise ValueError(f"root element is <{_local(root.tag)}>, not <svg>")
     for parent in list(root.iter()):
         for child in list(parent):
-            if _local(child.tag) in _UNSAFE_TAGS or (
-                _local(child.tag) == "style" and _EXTERNAL_URL.search(child.text or "")
-            ):
+            tag = _local(child.tag)
+            if tag in UNSAFE_TAGS or (tag == "style" and EXTERNAL_URL.search(child.text or "")):
                 parent.remove(child)
     for element in root.iter():
-        for name in list(element.attrib):
-            value = element.attrib[name]
+        for name, value in list(element.attrib.items()):
             local = _local(name)
-            if (
-                local.lower().startswith("on")
-                or (local == "href" and not value.startswith("#"))
-                or _EXTERNAL_URL.search(value)
-            ):
+            handler, link = local.lower().startswith("on"), local == "href" and not value.startswith("#")
+            if handler or link or EXTERNAL_URL.search(value):
                 del element.attrib[name]
     _undo_pan_zoom(root)
     box = root.get("viewBox", "").replace(",", " ").split()
@@ -174,11 +99,11 @@ def clean_svg(text: str) -> str:
             if not root.get(attr) or root.get(attr, "").endswith("%"):
                 root.set(attr, f"{float(value):g}pt")
     ET.register_namespace("", SVG_NS)
-    ET.register_namespace("xlink", XLINK_NS)
+    ET.register_namespace("xlink", "http://www.w3.org/1999/xlink")
     return ET.tostring(root, encoding="unicode")
 
 
-def svg_data_uri(path: Path, made_by: str = "profile") -> str:
+def svg_data_uri(path: Path, made_by: str) -> str:
     """The cleaned SVG at `path` as a base64 data URI; a corrupt file names the stage that wrote it."""
     try:
         cleaned = clean_svg(path.read_text(encoding="utf-8"))
@@ -187,82 +112,38 @@ def svg_data_uri(path: Path, made_by: str = "profile") -> str:
     return "data:image/svg+xml;base64," + base64.b64encode(cleaned.encode()).decode("ascii")
 
 
-def _row(allocation: Allocation) -> AllocationRow:
-    stack = [short_frame(f) for f in allocation.stack]
-    return AllocationRow(
-        bytes=allocation.bytes,
-        count=allocation.count,
-        kind=str(allocation.labels.get("kind", "")),
-        device=str(allocation.labels.get("device", "")),
-        origin=short_frame(allocation.origin) if allocation.origin else (stack[0] if stack else ""),
-        frames=stack,
-    )
-
-
 def call_graph_file(profile_dir: Path, name: str, snapshot: Snapshot) -> Path | None:
     """The pprof SVG the report shows for a snapshot (its difference from the base, if it has one)."""
     if Path(name).name != name or name.startswith("."):
         return None
-    for stem in ([f"{name}.diff"] if snapshot.diff else []) + [name]:
-        path = profile_dir / f"{stem}.svg"
-        if path.is_file():
-            return path
-    return None
+    stems = ([f"{name}.diff"] if snapshot.diff else []) + [name]
+    return next((path for stem in stems if (path := profile_dir / f"{stem}.svg").is_file()), None)
 
 
-def icicle_rows(snapshot: Snapshot) -> list[Allocation]:
-    """The buffers an icicle of the snapshot shows: what it added to its base, or what it holds."""
-    rows = snapshot.diff.rows if snapshot.diff else snapshot.top
-    return [row for row in rows if row.bytes > 0]
+def origin(row: Allocation) -> str:
+    """Where a buffer was allocated: the innermost frame of the pipeline's own code, else the innermost frame."""
+    return short_frame(row.origin or (row.stack[0] if row.stack else ""))
 
 
-def missing_graphs(art: Artefacts) -> list[tuple[str, str]]:
-    """(variant, snapshot) pairs without a pprof call graph: the report draws their icicles."""
-    return [
-        (variant, name)
-        for variant, summary in art.profiles.items()
-        for name, snapshot in summary.points.items()
-        if call_graph_file(paths.PROFILE.at(variant, art.root), name, snapshot) is None and icicle_rows(snapshot)
-    ]
-
-
-def _snapshot(name: str, snapshot: Snapshot, profile_dir: Path, made_by: str, icicle: str | None) -> SnapshotView:
-    graph = call_graph_file(profile_dir, name, snapshot)
-    return SnapshotView(
-        name=name,
-        file=snapshot.file,
-        total_bytes=snapshot.total_bytes,
-        total_allocations=snapshot.total_allocations,
-        top=[_row(row) for row in snapshot.top],
-        explanation=snapshot.explanation,
-        executables=(snapshot.executables.count, snapshot.executables.bytes) if snapshot.executables else None,
-        diff_base=snapshot.diff.base if snapshot.diff else None,
-        diff_total=snapshot.diff.total_bytes if snapshot.diff else None,
-        diff=[_row(row) for row in snapshot.diff.rows] if snapshot.diff else [],
-        call_graph=svg_data_uri(graph, made_by) if graph else None,
-        icicle=None if graph else icicle,
-    )
-
-
-def _trace(variant: str, summary: ProfileSummary) -> TraceView:
-    trace, table = summary.trace, summary.trace.table
-    logdir, perfetto = paths.PROFILE.at(variant) / trace.logdir, paths.PROFILE.at(variant) / trace.files["perfetto"]
-    rest = table.rows[TOP_OPS:]
+def _profiled(art: Artefacts, name: str, summary: ProfileSummary) -> Profiled:
+    """A variant's summary with its call graphs cleaned and inlined (else its icicles), its trace's shares and files."""
+    order = {point: i for i, point in enumerate(SNAPSHOTS)}
+    points = dict(sorted(summary.points.items(), key=lambda item: (order.get(item[0], len(order)), item[0])))
+    folder, made_by = paths.PROFILE.at(name, art.root), paths.PROFILE.stage(name)
+    files = {point: call_graph_file(folder, point, snapshot) for point, snapshot in points.items()}
+    graphs = {point: svg_data_uri(path, made_by) for point, path in files.items() if path}
+    drawn = {p: data_uri(icicle_png(name, p, s)) for p, s in points.items() if not files[p] and icicle_rows(s)}
+    table, trace_dir = summary.trace.table, paths.PROFILE.at(name)
+    logdir, perfetto = trace_dir / summary.trace.logdir, trace_dir / summary.trace.files["perfetto"]
     step = table.step_us or 1.0
-    return TraceView(
-        variant=variant,
-        unit=trace.unit,
-        calls=trace.calls,
-        train_steps=trace.train_steps,
-        module=table.module,
-        step_us=table.step_us,
-        annotated_us=table.annotated_us,
-        self_share=table.self_share,
+    return Profiled(
+        name,
+        summary,
+        points,
+        graphs,
+        drawn,
         busy_share=table.busy_us / step,
-        rows=table.rows[:TOP_OPS],
-        rest=(len(rest), sum(r.self_us for r in rest), sum(r.share for r in rest)) if rest else None,
         matmul_share=table.matmul.self_us / step if table.matmul else None,
-        matmul_gflops=table.matmul.gflops_per_s if table.matmul else None,
         logdir=logdir.as_posix(),
         perfetto=perfetto.as_posix(),
         logdir_href=href(logdir, paths.REPORT_HTML.path, folder=True),
@@ -270,84 +151,44 @@ def _trace(variant: str, summary: ProfileSummary) -> TraceView:
     )
 
 
-def _arguments(name: str, xla: XlaAnalysis, summary: ProfileSummary | None) -> tuple[str, bool | None]:
-    """What a compiled step's arguments are, and whether XLA's argument bytes are exactly that."""
-    scan = variants.get(name).call_unit == "epoch"
-    parts = (
-        (("state", "training state"), ("train_images", "training images"), ("train_targets", "one-hot targets"))
-        if scan
-        else (("state", "training state"), ("batch_images", "batch images"), ("batch_targets", "batch targets"))
-    )
-    if summary is None:
-        return " + ".join(label for _, label in parts), None
-    sizes = [summary.expected_bytes.get(key) for key, _ in parts]
-    if any(size is None for size in sizes):
-        return " + ".join(label for _, label in parts), None
-    text = " + ".join(f"{label} {size(part)}" for (_, label), part in zip(parts, sizes, strict=True))
-    return text, sum(part or 0 for part in sizes) == xla.argument_bytes
-
-
-def _xla_rows(art: Artefacts) -> list[XlaRow]:
+def _xla(art: Artefacts) -> list[dict[str, Any]]:
+    """XLA's analysis of each compiled variant, with what its arguments are and whether the profile's sizes of
+    them add up to XLA's argument bytes (None: no profile to check against)."""
     rows = []
     for v in art.variants:
         if v.train.xla is None:
             continue
-        spec = variants.get(v.name)
-        arguments, matches = _arguments(v.name, v.train.xla, art.profiles.get(v.name))
-        scan = spec.call_unit == "epoch"
-        note = (
-            "the state is donated: its buffers are reused for the output (alias); XLA's cost analysis"
-            " counts the scanned body once, not once per step, so its FLOPs are not the epoch's"
-            if scan
-            else "one compiled update of a full batch; nothing donated"
-        )
+        unit, summary = variants.get(v.name).call_unit, art.profiles.get(v.name)
+        sizes = [summary.expected_bytes.get(key) if summary else None for key, _ in ARGUMENTS[unit]]
+        known = None not in sizes
+        parts = [
+            f"{label} {size(part)}" if known else label for (_, label), part in zip(ARGUMENTS[unit], sizes, strict=True)
+        ]
         rows.append(
-            XlaRow(name=v.name, unit=spec.call_unit, xla=v.train.xla, arguments=arguments, matches=matches, note=note)
+            {
+                "name": v.name,
+                "unit": unit,
+                "xla": v.train.xla,
+                "arguments": " + ".join(parts),
+                "matches": sum(part or 0 for part in sizes) == v.train.xla.argument_bytes if known else None,
+                "note": XLA_NOTES[unit],
+            }
         )
     return rows
 
 
-def graphs_missing(shown: list[VariantMemory]) -> bool:
-    """Whether a snapshot with buffers shows neither pprof's call graph nor the report's icicle."""
-    return any(snap.top and not (snap.call_graph or snap.icicle) for m in shown for snap in m.snapshots)
-
-
-def memory_view(art: Artefacts, icicles: dict[tuple[str, str], str] | None = None) -> MemoryView:
-    """What the memory and trace sections show; without summaries, an empty view with the install hint."""
-    icicles = icicles or {}
-    shown: list[VariantMemory] = []
-    for v in art.variants:
-        summary = art.profiles.get(v.name)
-        if summary is None:
-            continue
-        made_by = paths.PROFILE.stage(v.name)
-        profile_dir = paths.PROFILE.at(v.name, art.root)
-        names = [p for p in SNAPSHOTS if p in summary.points] + sorted(p for p in summary.points if p not in SNAPSHOTS)
-        shown.append(
-            VariantMemory(
-                name=v.name,
-                device=summary.device_kind or summary.device,
-                backend=summary.backend,
-                peak_bytes=summary.peak_memory.bytes,
-                peak_source=summary.peak_memory.source,
-                memory_stats=summary.memory_stats,
-                pprof_available=summary.pprof.available,
-                install_hint=summary.pprof.install_hint,
-                snapshots=[
-                    _snapshot(n, summary.points[n], profile_dir, made_by, icicles.get((v.name, n))) for n in names
-                ],
-                trace=_trace(v.name, summary),
-            )
-        )
-    peak = max(shown, key=lambda m: m.peak_bytes, default=None)
-    return MemoryView(
-        present=bool(shown),
-        variants=shown,
-        missing=[v.name for v in art.variants if v.name not in art.profiles],
-        xla=_xla_rows(art),
-        peak_bytes=peak.peak_bytes if peak else None,
-        peak_source=peak.peak_source if peak else None,
-        pprof_available=any(m.pprof_available for m in shown) if shown else False,
-        install_hint=shown[0].install_hint if shown else INSTALL_HINT,
-        graphs_missing=graphs_missing(shown),
-    )
+def memory_view(art: Artefacts) -> dict[str, Any]:
+    """What the trace and memory sections show; without summaries, the hint how to install pprof."""
+    shown = [_profiled(art, name, summary) for name, summary in art.profiles.items()]
+    snapshots = [(m, point, snapshot) for m in shown for point, snapshot in m.snapshots.items()]
+    return {
+        "variants": shown,
+        "missing": [v.name for v in art.variants if v.name not in art.profiles],
+        "xla": _xla(art),
+        "peak": max((m.summary.peak_memory for m in shown), key=lambda peak: peak.bytes, default=None),
+        "pprof_available": any(m.summary.pprof.available for m in shown),
+        "install_hint": shown[0].summary.pprof.install_hint if shown else INSTALL_HINT,
+        # a snapshot with buffers that shows neither pprof's call graph nor the report's icicle
+        "graphs_missing": any(s.top and p not in m.graphs and p not in m.icicles for m, p, s in snapshots),
+        "top_ops": TOP_OPS,
+    }

@@ -1,17 +1,28 @@
-"""Where a report comes from: git commit, parameter digest, data checksums, versions, date."""
+"""Where a report comes from (git commit, parameter digest, data checksums, versions, date), and this run
+against the committed baseline: each variant's test accuracy and median epoch now and at git's HEAD."""
 
 from __future__ import annotations
 
 import fnmatch
+import logging
 import os
 import platform
 import subprocess
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import ValidationError
+
 from ...artefacts.dataset import Manifest
+from ...artefacts.evaluation import EvalHeadline
+from ...artefacts.training import TrainHeadline
+from ...foundation import paths
 from ...foundation.paths import PIPELINE_WRITES
 from ...foundation.runtime import package_version, runtime_lock_sha256
+from .inputs import VariantResults
+
+log = logging.getLogger(__name__)
 
 UNKNOWN = "unknown"
 PACKAGES = ("jax", "jaxlib", "tensorflow-datasets", "dvc", "snakemake", "numpy", "matplotlib")
@@ -27,28 +38,17 @@ def git(*args: str) -> str | None:
     return done.stdout
 
 
-def modified_files(porcelain: str) -> list[str]:
-    """Paths in `git status --porcelain=v1 -z` output, less the files the pipeline itself rewrites."""
-    entries = porcelain.split("\0")
-    found, skip = [], False
-    for entry in entries:
-        if skip or not entry:  # the second path of a rename or copy, or the end
-            skip = False
-            continue
-        status, path = entry[:2], entry[3:]
-        skip = "R" in status or "C" in status
-        if not any(fnmatch.fnmatchcase(path, pattern) for pattern in PIPELINE_WRITES):
-            found.append(path)
-    return sorted(found)
-
-
 def git_state() -> dict[str, Any]:
-    """The commit checked out and the tracked files that differ from it (not dvc.lock: runs rewrite it)."""
+    """The commit checked out and the tracked files that differ from it, less those the pipeline itself rewrites
+    (dvc.lock, the committed baseline's metrics)."""
     commit = (git("rev-parse", "HEAD") or "").strip()
-    status = git("status", "--porcelain=v1", "-z", "--untracked-files=no") if commit else None
-    if not commit or status is None:
+    changed = git("diff", "HEAD", "--name-only", "-z") if commit else None
+    if not commit or changed is None:
         return {"commit": UNKNOWN, "modified": None}
-    return {"commit": commit, "modified": modified_files(status)}
+    own = [
+        path for path in changed.split("\0") if path and not any(fnmatch.fnmatchcase(path, p) for p in PIPELINE_WRITES)
+    ]
+    return {"commit": commit, "modified": sorted(own)}
 
 
 def versions() -> dict[str, str]:
@@ -76,3 +76,37 @@ def collect(params_digest: str, params_path: str, manifest: Manifest) -> dict[st
         "runtime_lock_sha256": runtime_lock_sha256(),
         "date": generated_at(),
     }
+
+
+@dataclass(frozen=True)
+class Committed:
+    """A variant's results now, and its headlines as git's HEAD holds them."""
+
+    now: VariantResults
+    commit: str  # short hash of the last commit that changed the variant's metrics
+    train: TrainHeadline
+    evaluation: EvalHeadline
+
+    @property
+    def epoch_change(self) -> float | None:
+        """The median epoch's relative change since the commit (+0.1: a tenth longer)."""
+        then = self.train.epoch_s
+        return self.now.train.epoch_seconds_median / then - 1 if then > 0 else None
+
+
+def against_committed(results: tuple[VariantResults, ...]) -> list[Committed]:
+    """Every variant that HEAD holds metrics of in a format this version reads, now and then."""
+    rows = []
+    for v in results:
+        files = [paths.TRAIN_HEADLINE.at(v.name).as_posix(), paths.EVAL_HEADLINE.at(v.name).as_posix()]
+        train, evaluation = (git("show", f"HEAD:./{path}") for path in files)
+        if train is None or evaluation is None:
+            continue
+        try:
+            headlines = TrainHeadline.model_validate_json(train), EvalHeadline.model_validate_json(evaluation)
+        except ValidationError:
+            log.info("HEAD:%s or HEAD:%s is not in today's format: no comparison of %s", *files, v.name)
+            continue
+        commit = (git("log", "-1", "--format=%h", "HEAD", "--", *(f"./{path}" for path in files)) or "").strip()
+        rows.append(Committed(v, commit or "HEAD", *headlines))
+    return rows

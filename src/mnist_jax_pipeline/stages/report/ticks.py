@@ -1,10 +1,6 @@
-"""Axes that read at a glance, shared by the report's and the comparison page's figures.
-
-A log axis is labelled at 1, 2 and 5 times a power of ten (powers of ten where those would crowd
-it, every digit where a short axis would get fewer than three), in plain numbers or times ('0.005',
-'200 ms', '2 s'), never '6×10⁰'; labels keep a minimum distance and minor ticks stay unlabelled, so
-no two collide. Its limits follow the data, widened to the 1-2-5 ticks around it only where fewer
-than two labels would show. A share axis ends where the values can: at 100 %.
+"""Axes that read at a glance, for the report's and the comparison page's figures: log axes labelled in plain
+numbers or times at 1-2-5 ticks that never collide (matplotlib alone labels a short decade '6×10⁰' and every
+minor tick in a smear), and linear limits with a margin that stop at 100 %.
 """
 
 from __future__ import annotations
@@ -44,9 +40,8 @@ def _thin(ticks: list[float], gap: float) -> list[float]:
 
 
 def log_ticks(lo: float, hi: float, most: int = MOST_LABELS) -> list[float]:
-    """The labelled ticks of a log axis from `lo` to `hi` (0 < lo < hi): 1, 2 and 5 times powers of ten;
-    (every n-th) power of ten where those are more than `most`; every digit where they are fewer than three. No two
-    are closer than 1/(2 `most`) of the axis (rounder ones kept first), so their labels cannot collide."""
+    """The labelled ticks of a log axis from `lo` to `hi`: 1, 2 and 5 times powers of ten, (every n-th) power of ten
+    where more than `most`, every digit where fewer than three; none closer than 1/(2 `most`) of the axis."""
     if not (0 < lo < hi) or not math.isfinite(hi):
         raise ValueError(f"log ticks need 0 < lo < hi, got {lo}, {hi}")
 
@@ -65,10 +60,8 @@ def log_ticks(lo: float, hi: float, most: int = MOST_LABELS) -> list[float]:
 def log_axis(
     ax: Axes, which: str, values: Iterable[float], label: Callable[[float], str] = plain, headroom: float = 1.0
 ) -> list[float]:
-    """Put `ax`'s x or y axis on a log scale fitted to the positive `values`, labelled by `label`
-    (formatting.plain, formatting.seconds_tick); `headroom` widens the top (room for annotations).
-    Where fewer than two labels would show, the axis is widened to the 1-2-5 ticks around the data.
-    Returns the labelled ticks."""
+    """Put `ax`'s x or y axis on a log scale fitted to the positive `values` (`headroom` widens the top), widened to
+    the 1-2-5 ticks around them where fewer than two labels would show; returns the ticks `label` labels."""
     positive = [float(v) for v in values if v is not None and math.isfinite(float(v)) and float(v) > 0] or [1.0]
     lo, hi = min(positive) / PAD, max(positive) * PAD * headroom
     ticks = log_ticks(lo, hi)
@@ -76,18 +69,18 @@ def log_axis(
         ladder = _ladder(lo, hi, ROUND)
         lo, hi = max(t for t in ladder if t <= lo), min(t for t in ladder if t >= hi)
         ticks = log_ticks(lo, hi)
-    axis = ax.yaxis if which == "y" else ax.xaxis
-    (ax.set_yscale if which == "y" else ax.set_xscale)("log")
+    ax.set(**{f"{which}scale": "log", f"{which}lim": (lo, hi)})
+    axis = getattr(ax, f"{which}axis")
     axis.set_major_locator(FixedLocator(ticks))
     axis.set_major_formatter(FuncFormatter(lambda value, _: label(value)))
     axis.set_minor_locator(LogLocator(subs="auto"))
     axis.set_minor_formatter(NullFormatter())
-    (ax.set_ylim if which == "y" else ax.set_xlim)(lo, hi)
     return ticks
 
 
-def cap_axis(ax: Axes, top: float) -> None:
-    """End the y axis at `top` (1.0 for a share, 100 for a percentage) when its margin would pass it."""
-    low, high = ax.get_ylim()
-    if high > top:
-        ax.set_ylim(low, top)
+def within(values: list[float], top: float | None = None) -> tuple[float, float]:
+    """Axis limits around the data with a small margin, never past `top` (100% for an accuracy)."""
+    low, high = min(values), max(values)
+    pad = (high - low) * 0.08 or max(abs(high) * 0.02, 1e-3)
+    upper = high + pad if top is None else min(top, high + pad)
+    return low - pad, upper

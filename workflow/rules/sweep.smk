@@ -13,6 +13,19 @@ rule sweep_point:
         " --sweep {wildcards.sweep:q} --point {wildcards.point:q}"
 
 
+rule sweep_compare:
+    input:
+        sweep_files,
+        sweep="sweeps/{sweep}.yaml",
+    output:
+        "sweeps/{sweep}/compare.html",
+        "sweeps/{sweep}/results.csv",
+    log:
+        "logs/sweeps/{sweep}/compare.log",
+    shell:
+        "MNIST_PIPELINE_LOG={log:q} mnist-pipeline compare --sweep {wildcards.sweep:q}"
+
+
 rule sweep_train:
     input:
         ".snakemake/provenance/sweeps/{sweep}/{point}/train_{variant}.json",
@@ -68,16 +81,3 @@ rule sweep_evaluate:
     shell:
         POINT_LOCK
         + "MNIST_PIPELINE_LOG={log:q} mnist-pipeline --params {input.params:q} evaluate --variant {wildcards.variant} --root sweeps/{wildcards.sweep}/{wildcards.point:q}"
-
-
-rule sweep_compare:
-    input:
-        sweep_files,
-        sweep="sweeps/{sweep}.yaml",
-    output:
-        "sweeps/{sweep}/compare.html",
-        "sweeps/{sweep}/results.csv",
-    log:
-        "logs/sweeps/{sweep}/compare.log",
-    shell:
-        "MNIST_PIPELINE_LOG={log:q} mnist-pipeline compare --sweep {wildcards.sweep:q}"

@@ -184,29 +184,30 @@ def _point_rule(stage: Stage) -> list[str]:
     return lines + ["    shell:", f'        POINT_LOCK + "MNIST_PIPELINE_LOG={{log:q}} {command}"']
 
 
-def _sweep_rules() -> list[str]:
-    lines = [
-        "rule sweep_point:",
-        *_block("input", [f'"{MARKERS}/{POINT}/params"']),
-        *_block("output", [f'update("{POINT}/{paths.POINT_PARAMS}")']),
-        *_block("log", [f'"logs/{POINT}/params.log"']),
-        "    shell:",
-        '        "MNIST_PIPELINE_LOG={log:q} mnist-pipeline sweep-point"',
-        '        " --sweep {wildcards.sweep:q} --point {wildcards.point:q}"',
-    ]
-    for name in POINT_STAGES:
-        lines += ["", "", *_point_rule(get(name))]
-    compare = [f'"sweeps/{{sweep}}/{paths.COMPARE_HTML}"', f'"sweeps/{{sweep}}/{paths.COMPARE_CSV}"']
-    return lines + [
-        "",
-        "",
-        "rule sweep_compare:",
-        *_block("input", ["sweep_files", 'sweep="sweeps/{sweep}.yaml"']),
-        *_block("output", compare),
-        *_block("log", ['"logs/sweeps/{sweep}/compare.log"']),
-        "    shell:",
-        '        "MNIST_PIPELINE_LOG={log:q} mnist-pipeline compare --sweep {wildcards.sweep:q}"',
-    ]
+SWEEP_RULES = f"""rule sweep_point:
+    input:
+        "{MARKERS}/{POINT}/params",
+    output:
+        update("{POINT}/{paths.POINT_PARAMS}"),
+    log:
+        "logs/{POINT}/params.log",
+    shell:
+        "MNIST_PIPELINE_LOG={{log:q}} mnist-pipeline sweep-point"
+        " --sweep {{wildcards.sweep:q}} --point {{wildcards.point:q}}"
+
+
+rule sweep_compare:
+    input:
+        sweep_files,
+        sweep="sweeps/{{sweep}}.yaml",
+    output:
+        "sweeps/{{sweep}}/{paths.COMPARE_HTML}",
+        "sweeps/{{sweep}}/{paths.COMPARE_CSV}",
+    log:
+        "logs/sweeps/{{sweep}}/compare.log",
+    shell:
+        "MNIST_PIPELINE_LOG={{log:q}} mnist-pipeline compare --sweep {{wildcards.sweep:q}}"
+"""
 
 
 def _formatted(text: str) -> str:
@@ -224,9 +225,11 @@ def _formatted(text: str) -> str:
 
 def rule_file(name: str) -> str:
     """The text of workflow/rules/<name>.smk."""
-    rules = _sweep_rules() if name == "sweep" else [line for s in RULE_FILES[name] for line in ["", "", *_rule(get(s))]]
-    lines = rules if name == "sweep" else rules[2:]
-    return _formatted(HEADER + "\n\n" + "\n".join(lines) + "\n")
+    if name == "sweep":
+        rules = [SWEEP_RULES, *("\n".join(_point_rule(get(stage))) for stage in POINT_STAGES)]
+    else:
+        rules = ["\n".join(_rule(get(stage))) for stage in RULE_FILES[name]]
+    return _formatted(HEADER + "\n\n" + "\n\n\n".join(rules) + "\n")
 
 
 GENERATED: dict[Path, Callable[[], str]] = {

@@ -23,9 +23,7 @@ log = logging.getLogger(__name__)
 
 def confusion_matrix(labels: np.ndarray, predicted: np.ndarray, classes: int = NUM_CLASSES) -> np.ndarray:
     """Counts[i, j] of examples of true class i predicted as j."""
-    matrix = np.zeros((classes, classes), dtype=np.int64)
-    np.add.at(matrix, (labels, predicted), 1)
-    return matrix
+    return np.bincount(labels * classes + predicted, minlength=classes * classes).reshape(classes, classes)
 
 
 def per_class(matrix: np.ndarray) -> dict[str, ClassScores]:

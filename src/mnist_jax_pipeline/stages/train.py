@@ -83,11 +83,6 @@ def train(params: Params, variant_name: str, data: Dataset, *, label: str = "") 
     """Train one variant, its progress named `label` (by default `train@<variant>`); the run and its per-epoch
     history. A non-finite loss stops it."""
     variant = variants.get(variant_name)
-    if data.train_images.shape[1] != params.model.layer_sizes[0]:
-        raise PipelineError(
-            f"{paths.PROCESSED.path}: images have {data.train_images.shape[1]} pixels but"
-            f" model.layer_sizes starts at {params.model.layer_sizes[0]}; re-run 'preprocess'"
-        )
     inputs = loop_inputs(params, data.train_images, data.train_labels)
     loop = loops.build(variant, inputs)
     steps = steps_per_epoch(len(data.train_labels), params.train.batch_size)

@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
-from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -53,8 +51,3 @@ PINNED: dict[str, tuple[PinnedFile, ...]] = {
 }
 
 SPLIT_FILES = {"train": FILE_NAMES[:2], "test": FILE_NAMES[2:]}  # (images, labels)
-
-
-def sha256_of(path: str | Path) -> str:
-    with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()

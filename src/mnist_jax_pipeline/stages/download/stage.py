@@ -22,11 +22,12 @@ import numpy as np
 
 from ...artefacts import atomic, storage
 from ...artefacts.dataset import Manifest, SourceFile, SplitCount
+from ...artefacts.provenance import file_sha256
 from ...config.params import Params, load
 from ...foundation import console, paths
 from ...foundation.errors import PipelineError
 from ...foundation.terminal import progress_wanted
-from .datasets import PINNED, SPLIT_FILES, PinnedFile, sha256_of
+from .datasets import PINNED, SPLIT_FILES, PinnedFile
 from .idx import read_pair
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ def verify_file(path: Path, pinned: PinnedFile) -> None:
     if not path.is_file():
         raise PipelineError(f"{path}: missing from the mirror; put the original {pinned.name} there ({pinned.url})")
     try:
-        got = sha256_of(path)
+        got = file_sha256(path)
     except OSError as err:
         raise PipelineError(
             f"{path}: cannot read ({err.strerror}); make it readable, or point {MIRROR_ENV} at a readable copy"
@@ -123,7 +124,7 @@ def _collect_downloads(downloads: Path, idx_dir: Path, dataset: str) -> None:
     by_sha = {p.sha256: p for p in PINNED[dataset]}
     for path in downloads.rglob("*"):
         if path.is_file() and path.stat().st_size in {p.size for p in PINNED[dataset]}:
-            pinned = by_sha.get(sha256_of(path))
+            pinned = by_sha.get(file_sha256(path))
             if pinned:
                 shutil.copyfile(path, idx_dir / pinned.name)
     for pinned in PINNED[dataset]:

@@ -57,10 +57,6 @@ def predict(params: MLPParams, image: jax.Array) -> jax.Array:
 batched_predict = jax.vmap(predict, in_axes=(None, 0))
 
 
-def one_hot(labels: np.ndarray | jax.Array, num_classes: int, dtype: jnp.dtype = jnp.float32) -> jax.Array:
-    return jnp.array(labels[:, None] == jnp.arange(num_classes), dtype)
-
-
 def loss(params: MLPParams, images: jax.Array, targets: jax.Array) -> jax.Array:
     return -jnp.mean(batched_predict(params, images) * targets)
 

@@ -86,8 +86,7 @@ def train(params: Params, variant_name: str, data: Dataset, *, label: str = "") 
     inputs = loop_inputs(params, data.train_images, data.train_labels)
     loop = loops.build(variant, inputs)
     steps = steps_per_epoch(len(data.train_labels), params.train.batch_size)
-    label = label or console.job_label("train", variant.name)
-    bar = EpochProgress(label, params.train.epochs, steps, lambda: loop.steps_done)
+    bar = EpochProgress(label or f"train@{variant.name}", params.train.epochs, steps, lambda: loop.steps_done)
     history: list[EpochRecord] = []
 
     def after_epoch(epoch: int, seconds: float, state: TrainState) -> None:

@@ -16,7 +16,7 @@ from jax.typing import ArrayLike
 from ...artefacts.training import XlaAnalysis
 from ...config.params import Params, TrainConfig
 from ...foundation.dataset_facts import NUM_CLASSES
-from ..model import MLPParams, loss, one_hot
+from ..model import MLPParams, loss
 
 
 class TrainState(NamedTuple):
@@ -130,7 +130,7 @@ def xla_analysis(compiled: jax.stages.Compiled | None) -> XlaAnalysis | None:
 
 def targets_of(labels: np.ndarray, config: TrainConfig) -> jax.Array:
     """One-hot rows of the labels, label-smoothed as train.label_smoothing says."""
-    return optax.smooth_labels(one_hot(labels, NUM_CLASSES), config.label_smoothing)
+    return optax.smooth_labels(jax.nn.one_hot(labels, NUM_CLASSES), config.label_smoothing)
 
 
 def loop_inputs(params: Params, images: np.ndarray, labels: np.ndarray) -> LoopInputs:

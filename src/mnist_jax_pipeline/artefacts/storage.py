@@ -20,7 +20,6 @@ Model = TypeVar("Model", bound=BaseModel)
 
 
 def write_json(path: str | Path, data: Any) -> None:
-    """Write `data` as indented, key-sorted JSON."""
     atomic.write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
@@ -41,7 +40,6 @@ def invalid(path: Path, err: ValidationError, made_by: str) -> PipelineError:
 
 
 def read_model(path: str | Path, model: type[Model], made_by: str) -> Model:
-    """Read a typed JSON artefact."""
     path = Path(path)
     text = _read_text(path, made_by)
     try:
@@ -79,7 +77,6 @@ def read_rows(path: str | Path, model: type[Model], made_by: str) -> list[Model]
 
 
 def save_array(path: Path, array: np.ndarray) -> None:
-    """Save one array as .npy, without pickle."""
     np.save(path, np.ascontiguousarray(array), allow_pickle=False)
 
 

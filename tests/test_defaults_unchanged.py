@@ -11,6 +11,7 @@ optimizer and schedule that existed before.
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
@@ -20,7 +21,6 @@ from mnist_jax_pipeline.foundation import variants
 from mnist_jax_pipeline.foundation.dataset_facts import NUM_CLASSES
 from mnist_jax_pipeline.mlp import loops
 from mnist_jax_pipeline.mlp.loops.base import LoopInputs, TrainState, batch_bounds, make_update
-from mnist_jax_pipeline.mlp.model import one_hot
 from mnist_jax_pipeline.stages import train
 
 
@@ -34,6 +34,10 @@ def reference_init_params(layer_sizes, key, scale):
     return [
         reference_init_layer(m, n, k, scale) for m, n, k in zip(layer_sizes[:-1], layer_sizes[1:], keys, strict=False)
     ]
+
+
+def reference_one_hot(labels, num_classes):
+    return np.asarray(jnp.array(labels[:, None] == jnp.arange(num_classes), jnp.float32))
 
 
 def reference_make_optimizer(config: TrainConfig, steps_per_epoch: int) -> optax.GradientTransformation:
@@ -50,7 +54,7 @@ def reference_make_optimizer(config: TrainConfig, steps_per_epoch: int) -> optax
 def reference_run(params: Params, variant: str, images: np.ndarray, labels: np.ndarray) -> TrainState:
     steps = len(batch_bounds(len(labels), params.train.batch_size))
     optimizer = reference_make_optimizer(params.train, steps)
-    inputs = LoopInputs(make_update(optimizer), images, np.asarray(one_hot(labels, NUM_CLASSES)), params.train)
+    inputs = LoopInputs(make_update(optimizer), images, reference_one_hot(labels, NUM_CLASSES), params.train)
     m = params.model
     weights = reference_init_params(m.layer_sizes, jax.random.PRNGKey(m.seed), m.init_scale)
     state = TrainState(weights, optimizer.init(weights))

@@ -6,10 +6,11 @@ import pytest
 
 from conftest import unavailable
 from mnist_jax_pipeline.artefacts.dataset import read_manifest
+from mnist_jax_pipeline.artefacts.provenance import file_sha256
 from mnist_jax_pipeline.foundation.dataset_facts import SPLIT_SIZES
 from mnist_jax_pipeline.foundation.errors import PipelineError
 from mnist_jax_pipeline.stages.download import stage as dl
-from mnist_jax_pipeline.stages.download.datasets import PINNED, sha256_of
+from mnist_jax_pipeline.stages.download.datasets import PINNED
 from mnist_jax_pipeline.stages.download.idx import read_pair
 
 
@@ -83,7 +84,7 @@ def test_real_download_through_tfds(real_raw, mirror):
     for split in ("train", "test"):
         assert manifest.splits[split].count == SPLIT_SIZES["mnist"][split]
     for pinned in PINNED["mnist"]:
-        assert sha256_of(out / "idx" / pinned.name) == pinned.sha256
+        assert file_sha256(out / "idx" / pinned.name) == pinned.sha256
     _, labels = read_pair(out / "idx/train-images-idx3-ubyte.gz", out / "idx/train-labels-idx1-ubyte.gz")
     assert manifest.splits["train"].label_histogram == np.bincount(labels, minlength=10).tolist()
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == sorted(
@@ -100,7 +101,7 @@ def test_two_downloads_are_byte_identical(real_raw, mirror, make_params, tmp_pat
     dl.download(make_params(), again, str(mirror))
     files = sorted(p.relative_to(real_raw) for p in real_raw.rglob("*") if p.is_file())
     assert files == sorted(p.relative_to(again) for p in again.rglob("*") if p.is_file())
-    assert all(sha256_of(real_raw / f) == sha256_of(again / f) for f in files)
+    assert all(file_sha256(real_raw / f) == file_sha256(again / f) for f in files)
 
 
 def test_plain_http_sources_are_refused_without_a_mirror(tmp_path, make_params, monkeypatch):

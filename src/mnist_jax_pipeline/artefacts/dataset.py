@@ -15,8 +15,7 @@ from . import storage
 from .record import Record
 
 Histogram = Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=NUM_CLASSES, max_length=NUM_CLASSES)]
-RAW_MADE_BY = paths.RAW.made_by
-PROCESSED_MADE_BY = paths.PROCESSED.made_by
+RAW_MADE_BY, PROCESSED_MADE_BY = paths.RAW.made_by, paths.PROCESSED.made_by
 
 
 class SourceFile(Record):
@@ -71,10 +70,11 @@ def read_manifest(raw_dir: str | Path = paths.RAW.path) -> Manifest:
 
 
 def read_stats(processed_dir: str | Path = paths.PROCESSED.path) -> Stats:
-    stats = storage.read_model(Path(processed_dir) / "stats.json", Stats, PROCESSED_MADE_BY)
+    path = Path(processed_dir) / "stats.json"
+    stats = storage.read_model(path, Stats, PROCESSED_MADE_BY)
     for split in ("train", "test"):
         if split not in stats.splits:
-            raise remake(Path(processed_dir) / "stats.json", f"missing split '{split}'", PROCESSED_MADE_BY)
+            raise remake(path, f"missing split '{split}'", PROCESSED_MADE_BY)
     return stats
 
 
@@ -82,23 +82,20 @@ def load_raw_split(raw_dir: str | Path, split: str) -> tuple[np.ndarray, np.ndar
     """One split as the download stage exported it: uint8 images (N, 28, 28), uint8 labels (N,)."""
     arrays = Path(raw_dir) / "arrays"
     images = storage.load_array(arrays / f"{split}_images.npy", RAW_MADE_BY, np.uint8, (None, 28, 28))
-    labels = storage.load_array(arrays / f"{split}_labels.npy", RAW_MADE_BY, np.uint8, (images.shape[0],))
-    return images, labels
+    return images, storage.load_array(arrays / f"{split}_labels.npy", RAW_MADE_BY, np.uint8, (images.shape[0],))
 
 
 def load_split(processed_dir: str | Path, split: str) -> tuple[np.ndarray, np.ndarray]:
     """One processed split as (images (N, 784) float32, labels (N,) int32), whatever the stored shape."""
-    base = Path(processed_dir)
-    images = storage.load_array(base / f"{split}_images.npy", PROCESSED_MADE_BY, np.float32)
+    images_path, labels_path = (Path(processed_dir) / f"{split}_{kind}.npy" for kind in ("images", "labels"))
+    images = storage.load_array(images_path, PROCESSED_MADE_BY, np.float32)
     if images.ndim not in (2, 3) or int(np.prod(images.shape[1:])) != IMAGE_PIXELS:
-        raise remake(
-            base / f"{split}_images.npy", f"shape {images.shape}, expected (N, 784) or (N, 28, 28)", PROCESSED_MADE_BY
-        )
+        raise remake(images_path, f"shape {images.shape}, expected (N, 784) or (N, 28, 28)", PROCESSED_MADE_BY)
     if not np.isfinite(images).all():
-        raise remake(base / f"{split}_images.npy", "holds NaN or infinite values", PROCESSED_MADE_BY)
-    labels = storage.load_array(base / f"{split}_labels.npy", PROCESSED_MADE_BY, np.int32, (images.shape[0],))
+        raise remake(images_path, "holds NaN or infinite values", PROCESSED_MADE_BY)
+    labels = storage.load_array(labels_path, PROCESSED_MADE_BY, np.int32, (images.shape[0],))
     if not labels.size and split != "val":  # only the validation split may be empty (fraction 0)
-        raise remake(base / f"{split}_labels.npy", f"the {split} split is empty", PROCESSED_MADE_BY)
+        raise remake(labels_path, f"the {split} split is empty", PROCESSED_MADE_BY)
     if labels.size and not (labels.min() >= 0 and labels.max() < NUM_CLASSES):
-        raise remake(base / f"{split}_labels.npy", f"labels outside 0..{NUM_CLASSES - 1}", PROCESSED_MADE_BY)
+        raise remake(labels_path, f"labels outside 0..{NUM_CLASSES - 1}", PROCESSED_MADE_BY)
     return images.reshape(len(images), IMAGE_PIXELS), labels

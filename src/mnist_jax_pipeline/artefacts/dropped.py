@@ -1,14 +1,6 @@
-"""The outputs of variants no longer listed in params.yaml, moved aside before the report is made.
-
-The report reads whole folders for DVC (`reports/profile`, `metrics/train`, ...: dvc.yaml cannot
-list one path per variant of a list that params.yaml holds), while the content rule reads only the
-listed variants' files. A dropped variant's files left in those folders would count for DVC and not
-for Snakemake, and a fresh clone, which never has the DVC-cached ones, would differ from the
-checkout that ran. So the report stage moves them to `.dropped-variants/<variant>/`, under the
-same relative paths (git and DVC ignore that folder), before it reads anything: both tools then
-see the same folders, in the checkout that ran and in every clone of its commit. Nothing is
-deleted; an older parked copy of the same variant is replaced.
-"""
+"""The outputs of variants no longer listed in params.yaml, moved to `.dropped-variants/<variant>/` (which git and
+DVC ignore) before the report reads whole folders for DVC: otherwise they would count for DVC and not for Snakemake,
+and a fresh clone would differ from the checkout that ran. Nothing is deleted; an older parked copy is replaced."""
 
 from __future__ import annotations
 
@@ -33,9 +25,7 @@ def park(listed: Iterable[str], root: Path = Path(".")) -> dict[str, int]:
     """Move every known variant's outputs that `listed` leaves out to PARKED/<variant>/; {variant: files moved}."""
     listed = set(listed)
     moved: dict[str, int] = {}
-    for variant in variants.names():
-        if variant in listed:
-            continue
+    for variant in [v for v in variants.names() if v not in listed]:
         found = [p for p in variant_paths(variant, root) if p.exists() or p.is_symlink()]
         if not found:
             continue

@@ -28,11 +28,9 @@ class EvalHeadline(Record):
     test_loss: float
 
 
-class EvalMetrics(Record):
+class EvalMetrics(EvalHeadline):
     """metrics/evaluate/<variant>.full.json: the headline and the per-class scores."""
 
-    test_accuracy: Fraction
-    test_loss: float
     test_examples: int
     misclassified: int
     per_class: dict[str, ClassScores]  # keyed "0".."9"

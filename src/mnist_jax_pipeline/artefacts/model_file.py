@@ -1,15 +1,10 @@
-"""The model file: the MLP's arrays as safetensors (no pickle) and its typed metadata, saved and
-loaded here only.
-
-Arrays are named `layer{i}.weight` (out, in) and `layer{i}.bias` (out,). The metadata travels as
-one key-sorted JSON string under one key: safetensors writes several metadata keys in hash
-order, which would make two identical models differ in bytes.
-"""
+"""The model file: the MLP's arrays as safetensors (no pickle), `layer{i}.weight` (out, in) and `layer{i}.bias`
+(out,), and its typed metadata as one key-sorted JSON string under one key (safetensors writes several metadata
+keys in hash order, which would make two identical models differ in bytes)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +17,6 @@ from .record import Record
 
 METADATA_KEY = "mnist_jax_pipeline"
 HostParams = list[tuple[np.ndarray, np.ndarray]]  # (weight, bias) per layer, on the host
-Corrupt = Callable[[str], PipelineError]  # the error naming the model file and why it is damaged
 
 
 class ModelMetadata(Record):
@@ -38,20 +32,19 @@ def layer_sizes_of(params: HostParams) -> list[int]:
 
 
 def save_model(path: str | Path, params: HostParams, metadata: ModelMetadata) -> None:
-    """Write the model file atomically."""
     from safetensors.numpy import save
 
     tensors = {}
     for i, (w, b) in enumerate(params):
-        tensors[f"layer{i}.weight"] = np.ascontiguousarray(w)
-        tensors[f"layer{i}.bias"] = np.ascontiguousarray(b)
+        tensors[f"layer{i}.weight"], tensors[f"layer{i}.bias"] = np.ascontiguousarray(w), np.ascontiguousarray(b)
     blob = save(tensors, metadata={METADATA_KEY: json.dumps(metadata.model_dump(mode="json"), sort_keys=True)})
     with atomic.atomic_file(path) as tmp:
         tmp.write_bytes(blob)
 
 
 def load_model(path: str | Path, made_by: str) -> tuple[HostParams, ModelMetadata]:
-    """Read a model file, checking its metadata and that its layer shapes chain up."""
+    """Read a model file: its metadata, and float32 layers that chain up from the pixels to the classes as the
+    metadata says, with finite weights."""
     from safetensors import SafetensorError, safe_open
 
     path = Path(path)
@@ -59,7 +52,7 @@ def load_model(path: str | Path, made_by: str) -> tuple[HostParams, ModelMetadat
         raise missing(path, made_by)
 
     def corrupt(why: str) -> PipelineError:
-        return remake(path, str(why), made_by)
+        return remake(path, why, made_by)
 
     try:
         with safe_open(str(path), framework="numpy") as handle:
@@ -67,39 +60,20 @@ def load_model(path: str | Path, made_by: str) -> tuple[HostParams, ModelMetadat
             named = {name: handle.get_tensor(name) for name in handle.keys()}  # noqa: SIM118
     except (SafetensorError, OSError, ValueError) as err:
         raise corrupt(f"corrupt or truncated model ({err})") from err
-    metadata = _metadata(stored, corrupt)
-    params = _layers(named, corrupt)
-    _check_sizes(params, metadata, corrupt)
-    return params, metadata
-
-
-def _metadata(stored: str | None, corrupt: Corrupt) -> ModelMetadata:
-    """The metadata stored under METADATA_KEY."""
     if stored is None:
         raise corrupt(f"no '{METADATA_KEY}' metadata")
     try:
-        return ModelMetadata.model_validate_json(stored)
+        metadata = ModelMetadata.model_validate_json(stored)
+        params = [(named[f"layer{i}.weight"], named[f"layer{i}.bias"]) for i in range(len(named) // 2)]
     except ValidationError as err:
         raise corrupt(f"corrupt model metadata ({err.errors()[0]['msg'].lower()})") from err
-
-
-def _layers(named: dict[str, np.ndarray], corrupt: Corrupt) -> HostParams:
-    """The (weight, bias) pairs of the named arrays, each a float32 matrix and its vector."""
-    count = len(named) // 2
-    try:
-        params = [(named[f"layer{i}.weight"], named[f"layer{i}.bias"]) for i in range(count)]
     except KeyError as err:
         raise corrupt(f"missing array {err}") from err
-    if not params or len(named) != 2 * count:
+    if not params or len(named) != 2 * len(params):
         raise corrupt(f"{len(named)} arrays, expected weight/bias pairs")
     for i, (w, b) in enumerate(params):
         if w.ndim != 2 or b.shape != (w.shape[0],) or w.dtype != np.float32 or b.dtype != np.float32:
             raise corrupt(f"layer {i} has shapes {w.shape}/{b.shape} ({w.dtype}/{b.dtype})")
-    return params
-
-
-def _check_sizes(params: HostParams, metadata: ModelMetadata, corrupt: Corrupt) -> None:
-    """The layers chain up, match the metadata, map the pixels to the classes, and hold finite weights."""
     sizes = layer_sizes_of(params)
     if any(w.shape[1] != sizes[i] for i, (w, _) in enumerate(params)):
         raise corrupt(f"layer shapes {[w.shape for w, _ in params]} do not chain up")
@@ -109,3 +83,4 @@ def _check_sizes(params: HostParams, metadata: ModelMetadata, corrupt: Corrupt) 
         raise corrupt(f"layer sizes {sizes}: the MLP maps {IMAGE_PIXELS} pixels to {NUM_CLASSES} classes")
     if not all(np.isfinite(w).all() and np.isfinite(b).all() for w, b in params):
         raise corrupt("it holds NaN or infinite weights")
+    return params, metadata

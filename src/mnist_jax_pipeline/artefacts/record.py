@@ -1,7 +1,5 @@
 """The base of every typed JSON artefact."""
 
-from __future__ import annotations
-
 from pydantic import BaseModel, ConfigDict
 
 

@@ -1,8 +1,5 @@
-"""Reading and writing what the pipeline wrote: typed JSON, CSV tables and .npy arrays.
-
-Writes go through atomic.py (a temporary name, then a rename). Every read names the file and the
-stage to re-run when the file is missing or does not match its type.
-"""
+"""Typed JSON, CSV tables and .npy arrays, written atomically (atomic.py) and read back with one-line errors
+that name the file and the stage to re-run when it is missing or does not match its type."""
 
 from __future__ import annotations
 
@@ -23,12 +20,11 @@ Model = TypeVar("Model", bound=BaseModel)
 
 
 def write_json(path: str | Path, data: Any) -> None:
-    """Write `data` as indented, key-sorted JSON, atomically."""
     atomic.write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def write_model(path: str | Path, model: BaseModel) -> None:
-    """Write a typed artefact as indented, key-sorted JSON (None fields left out), atomically."""
+    """Write a typed artefact as indented, key-sorted JSON, None fields left out."""
     write_json(path, model.model_dump(mode="json", exclude_none=True))
 
 
@@ -40,12 +36,10 @@ def invalid(path: Path, err: ValidationError, made_by: str) -> PipelineError:
     """One line for an artefact that does not match its type."""
     first = err.errors()[0]
     where = ".".join(str(part) for part in first["loc"])
-    what = f"'{where}': {first['msg'].lower()}" if where else first["msg"].lower()
-    return remake(path, str(what), made_by)
+    return remake(path, f"'{where}': {first['msg'].lower()}" if where else first["msg"].lower(), made_by)
 
 
 def read_model(path: str | Path, model: type[Model], made_by: str) -> Model:
-    """Read a typed JSON artefact; a missing, corrupt or mistyped one names the stage that makes it."""
     path = Path(path)
     text = _read_text(path, made_by)
     try:
@@ -57,7 +51,7 @@ def read_model(path: str | Path, model: type[Model], made_by: str) -> Model:
 
 
 def write_rows(path: str | Path, rows: Sequence[BaseModel], model: type[BaseModel]) -> None:
-    """Write typed rows as CSV, one column per field of `model`, atomically."""
+    """Write typed rows as CSV, one column per field of `model`."""
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=list(model.model_fields), lineterminator="\n")
     writer.writeheader()
@@ -66,7 +60,7 @@ def write_rows(path: str | Path, rows: Sequence[BaseModel], model: type[BaseMode
 
 
 def read_rows(path: str | Path, model: type[Model], made_by: str) -> list[Model]:
-    """Read a CSV of typed rows; a missing column or a bad value names the line and the stage."""
+    """Read a CSV of typed rows; a missing column or a bad value names its line."""
     path = Path(path)
     reader = csv.DictReader(_read_text(path, made_by).splitlines())
     absent = [c for c in model.model_fields if c not in (reader.fieldnames or [])]
@@ -83,18 +77,13 @@ def read_rows(path: str | Path, model: type[Model], made_by: str) -> list[Model]
 
 
 def save_array(path: Path, array: np.ndarray) -> None:
-    """Save one array as .npy (no pickle)."""
     np.save(path, np.ascontiguousarray(array), allow_pickle=False)
 
 
 def load_array(
-    path: str | Path,
-    made_by: str,
-    dtype: np.dtype | type | None = None,
-    shape: tuple[int | None, ...] | None = None,
+    path: str | Path, made_by: str, dtype: np.dtype | type | None = None, shape: tuple[int | None, ...] | None = None
 ) -> np.ndarray:
-    """Load a .npy array without pickle, checking dtype and shape (None = any size)."""
-    path = Path(path)
+    """Load a .npy array without pickle, checking its dtype and shape (None: any size)."""
     try:
         array = np.load(path, allow_pickle=False)
     except FileNotFoundError as err:
@@ -103,9 +92,8 @@ def load_array(
         raise remake(path, f"corrupt or truncated array ({err})", made_by) from err
     if dtype is not None and array.dtype != np.dtype(dtype):
         raise remake(path, f"dtype {array.dtype}, expected {np.dtype(dtype)}", made_by)
-    if shape is not None and (
-        array.ndim != len(shape)
-        or any(want is not None and got != want for got, want in zip(array.shape, shape, strict=True))
+    if shape is not None and not (
+        array.ndim == len(shape) and all(want in (None, got) for got, want in zip(array.shape, shape, strict=False))
     ):
         raise remake(path, f"shape {array.shape}, expected {shape}", made_by)
     return array

@@ -30,7 +30,7 @@ class VariantEpoch(EpochRecord):
 
 
 class XlaAnalysis(Record):
-    """XLA's own figures for the compiled training step (per batch; per epoch for jit_scan)."""
+    """XLA's figures for the compiled unit of training: one step, or one epoch for jit_scan."""
 
     argument_bytes: int
     output_bytes: int
@@ -43,8 +43,7 @@ class XlaAnalysis(Record):
 
 
 class TrainHeadline(Record):
-    """metrics/train/<variant>.json, the figures DVC lists as metrics: few and rounded, so that
-    `dvc metrics show` and `dvc metrics diff` fit a terminal."""
+    """metrics/train/<variant>.json, the metrics DVC lists: few and rounded, so `dvc metrics show` fits a terminal."""
 
     compile_s: float | None = None  # seconds; absent when nothing is compiled (nojit)
     epoch_s: float  # seconds, the median epoch after the first
@@ -80,14 +79,11 @@ class TrainMetrics(Record):
         )
 
 
-# held: the machine's timing lock was held while training; off: MNIST_PIPELINE_LOCK=off (sweep points run side
-# by side); not held: the stage stopped waiting for another job's lock and ran anyway
-TimingLock = Literal["held", "off", "not held"]
+TimingLock = Literal["held", "off", "not held"]  # off: MNIST_PIPELINE_LOCK=off; not held: it stopped waiting for it
 
 
 class RunInfo(Record):
-    """metrics/train/<variant>.run.json: the device, versions and host a training run used, and how busy
-    the machine was while it was timed."""
+    """metrics/train/<variant>.run.json: the device, versions and host of a training run, and how busy it was."""
 
     variant: str
     backend: str
@@ -107,8 +103,7 @@ class RunInfo(Record):
     lock_wait_seconds: float
     loadavg_1m_at_start: float | None = None  # None where the platform has no load average
     loadavg_1m_at_end: float | None = None
-    # the share of the machine's CPU time (all cores) other processes used during the timed epochs; None: not measured
-    other_cpu_share: float | None = Field(default=None, ge=0, le=1)
+    other_cpu_share: float | None = Field(default=None, ge=0, le=1)  # other processes', of all cores' time
     busy: bool  # not held, or others used more than runtime.BUSY_SHARE of the CPU
 
 

@@ -1,14 +1,11 @@
-"""What a timing ran on, and under which conditions: the device and versions, the machine's timing lock,
-and how busy the machine was meanwhile.
-
-The timed stages take one lock per machine and user, so checkouts, DVC's queued experiments and
-containers sharing /tmp take their timings one at a time. A stage waits for it at most
-MNIST_PIPELINE_LOCK_TIMEOUT seconds, then runs without it and says so in its record.
-"""
+"""What a timing ran on and under which conditions: the device and versions, and the machine's timing lock (one
+per machine and user, so checkouts, DVC's queued experiments and containers sharing /tmp time one at a time;
+a stage waits for it MNIST_PIPELINE_LOCK_TIMEOUT seconds at most, then runs without it and says so)."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -37,20 +34,16 @@ log = logging.getLogger(__name__)
 
 
 def package_version(name: str) -> str | None:
-    try:
+    with contextlib.suppress(metadata.PackageNotFoundError):
         return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
+    return None
 
 
 def runtime_lock_sha256() -> str | None:
     """SHA-256 of the runtime lock export, where the project's checkout is the current folder."""
-    import hashlib
-
-    try:
+    with contextlib.suppress(OSError):
         return hashlib.sha256(RUNTIME_LOCK.read_bytes()).hexdigest()
-    except OSError:
-        return None
+    return None
 
 
 def cpu_model() -> str:
@@ -106,8 +99,7 @@ def _load() -> float | None:
 
 @dataclass
 class Conditions:
-    """What a timed block observed: whether it held the lock, and the machine's load and other processes'
-    share of its CPU time meanwhile."""
+    """What a timed block observed: whether it held the lock, the machine's load, other processes' CPU share."""
 
     timing_lock: str  # "held", "off" (MNIST_PIPELINE_LOCK=off) or "not held" (another job kept it)
     lock_wait_seconds: float
@@ -123,25 +115,20 @@ class Conditions:
         return {**self.__dict__, "busy": self.busy}
 
 
-class CpuWatch:
-    """Other processes' share of the machine's CPU time between start and stop (psutil's counters)."""
+def _cpu_seconds() -> tuple[float, float, float]:
+    """The clock, the machine's busy CPU seconds (all cores) and this process's own (its children's included)."""
+    import psutil
 
-    def __init__(self) -> None:
-        import psutil
+    total, own = psutil.cpu_times(), psutil.Process().cpu_times()
+    busy = sum(total) - total.idle - getattr(total, "iowait", 0.0)
+    return time.monotonic(), busy, own.user + own.system + own.children_user + own.children_system
 
-        self.psutil, self.me = psutil, psutil.Process()
-        self.start = self._sample()
 
-    def _sample(self) -> tuple[float, float, float]:
-        total = self.psutil.cpu_times()
-        busy = sum(total) - total.idle - getattr(total, "iowait", 0.0)
-        own = self.me.cpu_times()
-        return time.monotonic(), busy, own.user + own.system + own.children_user + own.children_system
-
-    def share(self) -> float | None:
-        (t0, busy0, own0), (t1, busy1, own1) = self.start, self._sample()
-        capacity = (t1 - t0) * (os.cpu_count() or 1)
-        return round(max(0.0, (busy1 - busy0) - (own1 - own0)) / capacity, 3) if capacity > 0.5 else None
+def _other_cpu_share(start: tuple[float, float, float]) -> float | None:
+    """Other processes' share of the machine's CPU time since `start` (None: too short a time to tell)."""
+    (t0, busy0, own0), (t1, busy1, own1) = start, _cpu_seconds()
+    capacity = (t1 - t0) * (os.cpu_count() or 1)
+    return round(max(0.0, (busy1 - busy0) - (own1 - own0)) / capacity, 3) if capacity > 0.5 else None
 
 
 def holder_file(lock: Path) -> Path:
@@ -171,33 +158,25 @@ def lock_timeout() -> float:
     return value
 
 
-def _lock_path(setting: str, job: str) -> Path:
-    path = Path(setting)
-    if path.exists() and not path.is_file():
-        raise PipelineError(
-            f"{LOCK_ENV}={clip(setting)}: not a regular file; point it at a lock file, or set it to off"
-        )
-    try:
-        path.open("a").close()  # filelock retries a file it cannot open for ever: say so at once instead
-    except OSError as err:
-        raise PipelineError(
-            f"{path}: cannot open the timing lock of '{job}' ({err.strerror}); set {LOCK_ENV} to a writable file"
-        ) from err
-    return path
-
-
 @contextlib.contextmanager
 def timing_lock(job: str) -> Iterator[Conditions]:
-    """Hold the machine's timing lock while the block runs, and observe the machine meanwhile.
-
-    A wait over a second is said in one line naming the holder; after MNIST_PIPELINE_LOCK_TIMEOUT
-    seconds the block runs without the lock, and the conditions say so."""
+    """Hold the machine's timing lock while the block runs, and observe the machine meanwhile. A wait over a second
+    is said in one line naming the holder; after MNIST_PIPELINE_LOCK_TIMEOUT seconds the block runs without it."""
     setting = os.environ.get(LOCK_ENV) or str(DEFAULT_LOCK)
     started, load = time.perf_counter(), _load()
     lock: filelock.FileLock | None = None
-    state = "off"
+    state, path = "off", Path(setting)
     if setting != "off":
-        path = _lock_path(setting, job)
+        if path.exists() and not path.is_file():
+            raise PipelineError(
+                f"{LOCK_ENV}={clip(setting)}: not a regular file; point it at a lock file, or set it to off"
+            )
+        try:
+            path.open("a").close()  # filelock retries a file it cannot open for ever: say so at once instead
+        except OSError as err:
+            raise PipelineError(
+                f"{path}: cannot open the timing lock of '{job}' ({err.strerror}); set {LOCK_ENV} to a writable file"
+            ) from err
         lock = filelock.FileLock(path, thread_local=False, preserve_lock_file=True)
         limit = lock_timeout()
         try:
@@ -214,12 +193,12 @@ def timing_lock(job: str) -> Iterator[Conditions]:
         else:
             log.warning("ran without the timing lock after %g s; its timings share the machine", limit)
     conditions = Conditions(state, round(time.perf_counter() - started, 3), load)
-    watch = CpuWatch()
+    cpu = _cpu_seconds()
     try:
         yield conditions
     finally:
-        conditions.other_cpu_share, conditions.loadavg_1m_at_end = watch.share(), _load()
+        conditions.other_cpu_share, conditions.loadavg_1m_at_end = _other_cpu_share(cpu), _load()
         if lock is not None and lock.is_locked:
             with contextlib.suppress(OSError):  # before the release, so a next holder's file is never removed
-                holder_file(Path(setting)).unlink(missing_ok=True)
+                holder_file(path).unlink(missing_ok=True)
             lock.release()

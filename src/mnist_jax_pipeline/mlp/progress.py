@@ -1,10 +1,6 @@
-"""Progress of the training epochs: a tqdm bar on a terminal, one plain line per epoch elsewhere.
-
-The timed loop only counts its steps (`TrainingLoop.steps_done`, an integer); a background thread
-moves the bar from that count a few times per second, and the epoch's loss and speed are added
-after the epoch's clock has stopped. So the bar adds nothing measurable to a timed epoch
-(benchmarks/bench_train.py --progress shows it side by side).
-"""
+"""Progress of the training epochs: a tqdm bar on a terminal, one plain line per epoch elsewhere. The timed loop
+only counts its steps (`steps_done`); a thread moves the bar from that count a few times a second and the epoch's
+figures are added after its clock stopped, so the bar adds nothing measurable to a timed epoch."""
 
 from __future__ import annotations
 
@@ -20,13 +16,13 @@ from ..foundation.terminal import progress_wanted, terminal_columns
 
 log = logging.getLogger(__name__)
 
-REFRESH_SECONDS = 0.25  # at most four updates a second
+REFRESH_SECONDS = 0.25
 # tqdm's own rate would count the untimed evaluation after the epoch; the postfix gives the timed one
 BAR_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]"
 
 
 class EpochProgress:
-    """One bar per epoch over its steps; `steps` is read from the loop's counter, never pushed by it."""
+    """One bar per epoch over its steps, read from the loop's counter `steps`, never pushed by the loop."""
 
     def __init__(
         self,
@@ -50,15 +46,10 @@ class EpochProgress:
         if not self.bar_on:
             return
         self._first_step = self.steps()
+        width = {"dynamic_ncols": True} if terminal_columns(self.stream) else {"ncols": 100}
+        desc = f"{self.label} epoch {epoch}/{self.epochs}"
         self.bar = tqdm(
-            total=self.total,
-            desc=f"{self.label} epoch {epoch}/{self.epochs}",
-            unit="step",
-            file=self.stream,
-            leave=True,
-            mininterval=REFRESH_SECONDS,
-            **({"dynamic_ncols": True} if terminal_columns(self.stream) else {"ncols": 100}),
-            bar_format=BAR_FORMAT,
+            total=self.total, desc=desc, file=self.stream, mininterval=REFRESH_SECONDS, bar_format=BAR_FORMAT, **width
         )
         self._stop.clear()
         self._thread = threading.Thread(target=self._follow, daemon=True)
@@ -71,28 +62,28 @@ class EpochProgress:
                 bar.n = min(self.steps() - self._first_step, self.total)
                 bar.refresh()
 
-    def epoch_finished(self, epoch: int, seconds: float, loss: float, train_acc: float, test_acc: float) -> None:
-        """After the epoch's clock stopped: the epoch's figures on the bar, or as one log line."""
-        summary = f"{seconds:.3f} s  loss {loss:.6f}  train {100 * train_acc:.2f}%  test {100 * test_acc:.2f}%"
-        if self.bar is None:
-            log.info("epoch %d/%d  %s", epoch, self.epochs, summary)  # the line names the job (console.py)
-            return
+    def _unfollow(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+
+    def epoch_finished(self, epoch: int, seconds: float, loss: float, train_acc: float, test_acc: float) -> None:
+        """After the epoch's clock stopped: the epoch's figures on its bar, or as one log line."""
+        if self.bar is None:
+            summary = f"{seconds:.3f} s  loss {loss:.6f}  train {100 * train_acc:.2f}%  test {100 * test_acc:.2f}%"
+            log.info("epoch %d/%d  %s", epoch, self.epochs, summary)  # the line names the job (console.py)
+            return
+        self._unfollow()
         self.bar.n = self.total
         self.bar.set_postfix_str(
             f"{seconds:.3f} s, {self.total / seconds:,.0f} steps/s, loss {loss:.4f}, test {100 * test_acc:.2f}%",
             refresh=False,
         )
-        self.bar.close()
-        self.bar = None
+        self.close()
 
     def close(self) -> None:
-        """Stop the thread and the bar (after an error, too)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+        """Stop the thread and close the bar (after an error, too)."""
+        self._unfollow()
         if self.bar is not None:
             self.bar.close()
             self.bar = None

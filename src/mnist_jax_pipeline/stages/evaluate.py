@@ -23,16 +23,12 @@ log = logging.getLogger(__name__)
 
 def confusion_matrix(labels: np.ndarray, predicted: np.ndarray, classes: int = NUM_CLASSES) -> np.ndarray:
     """Counts[i, j] of examples of true class i predicted as j."""
-    matrix = np.zeros((classes, classes), dtype=np.int64)
-    np.add.at(matrix, (labels, predicted), 1)
-    return matrix
+    return np.bincount(labels * classes + predicted, minlength=classes * classes).reshape(classes, classes)
 
 
 def per_class(matrix: np.ndarray) -> dict[str, ClassScores]:
     """Precision (column-wise) and recall (row-wise) of each class, keyed by class."""
-    true_pos = np.diag(matrix).astype(np.float64)
-    predicted = matrix.sum(axis=0)
-    actual = matrix.sum(axis=1)
+    true_pos, predicted, actual = np.diag(matrix).astype(np.float64), matrix.sum(axis=0), matrix.sum(axis=1)
     precision = np.divide(true_pos, predicted, out=np.zeros_like(true_pos), where=predicted > 0)
     recall = np.divide(true_pos, actual, out=np.zeros_like(true_pos), where=actual > 0)
     return {
@@ -43,8 +39,7 @@ def per_class(matrix: np.ndarray) -> dict[str, ClassScores]:
 
 def evaluate(variant: str, processed_dir: str, root: str = ".") -> EvalMetrics:
     """Evaluate one trained variant on the test split; write its metrics, details and confusion rows."""
-    made_by = paths.MODEL.stage(variant)
-    model_path = paths.MODEL.at(variant, root)
+    made_by, model_path = paths.MODEL.stage(variant), paths.MODEL.at(variant, root)
     params, _ = load_model(model_path, made_by)
     images, labels = load_split(processed_dir, "test")  # both checked: 784 pixels in, 10 classes out, not empty
     loss, predicted = predict_classes(params, images, labels)
@@ -66,15 +61,13 @@ def evaluate(variant: str, processed_dir: str, root: str = ".") -> EvalMetrics:
     storage.write_model(paths.EVAL_METRICS.at(variant, root), metrics)
     rows = [ConfusionRow(actual=a, predicted=p) for a, p in zip(labels.tolist(), predicted.tolist(), strict=True)]
     storage.write_rows(paths.CONFUSION.at(variant, root), rows, ConfusionRow)
-    storage.write_model(
-        paths.EVAL_DETAILS.at(variant, root),
-        EvalDetails(
-            confusion_matrix=matrix.tolist(),
-            misclassified_indices=wrong.tolist(),
-            true=labels[wrong].tolist(),
-            predicted=predicted[wrong].tolist(),
-        ),
+    details = EvalDetails(
+        confusion_matrix=matrix.tolist(),
+        misclassified_indices=wrong.tolist(),
+        true=labels[wrong].tolist(),
+        predicted=predicted[wrong].tolist(),
     )
+    storage.write_model(paths.EVAL_DETAILS.at(variant, root), details)
     return metrics
 
 

@@ -1,14 +1,7 @@
-"""The preprocess stage: turn the prepared splits into the versioned training arrays.
-
-Output folder (default `data/processed/`), replaced atomically:
-  {train,val,test}_images.npy   float32, (N, 784) or (N, 28, 28)
-  {train,val,test}_labels.npy   int32, (N,)
-  stats.json                    counts, class balance and pixel statistics per split
-
-All arrays are plain .npy files: `np.load(path, allow_pickle=False)` reads them.
-With the defaults (no deskewing, no normalisation, flattened, no validation split) the arrays
-are the classic JAX tutorial's input: raw 0..255 pixels as float32 vectors of 784.
-"""
+"""The preprocess stage: the download stage's splits made into the training arrays, `{train,val,test}_images.npy`
+(float32, (N, 784) or (N, 28, 28)), `{train,val,test}_labels.npy` (int32) and stats.json, in one folder replaced
+atomically. With the defaults (no deskewing, no normalisation, flattened, no validation split) they are the JAX
+tutorial's input: raw 0..255 pixels as float32 vectors of 784."""
 
 from __future__ import annotations
 
@@ -43,16 +36,14 @@ def split_indices(count: int, config: PreprocessConfig) -> tuple[np.ndarray, np.
 
 
 def deskew(images: np.ndarray) -> np.ndarray:
-    """Straighten slanted digits (the "deskewing" of LeCun et al.'s MNIST table): shear each uint8 image
-    along its rows so that its pixel mass has no row-column covariance, centred on its centre of mass.
+    """Straighten slanted digits (the "deskewing" of LeCun et al.'s MNIST table): shear each uint8 image along its
+    rows so that its pixel mass has no row-column covariance, centred on its centre of mass.
 
-    With pixel mass p(r, c), m = sum p, centre (r0, c0) = sum p * (r, c) / m and
-    alpha = cov(r, c) / var(r), output pixel (r, c) is the input at
+    With pixel mass p(r, c), centre (r0, c0) and alpha = cov(r, c) / var(r), output pixel (r, c) is the input at
         (r + r0 - k,  c + c0 - k + alpha * (r - k)),   k = (SIDE - 1) / 2 the image centre,
-    bilinearly interpolated (0 outside the image) and rounded to uint8. The moments are exact integer
-    sums and the rest element-wise float64, so every machine gives the same bytes. A blank image, or
-    one whose mass lies on a single row, is left unsheared and uncentred.
-    """
+    bilinearly interpolated (0 outside) and rounded to uint8. The moments are exact integer sums and the rest
+    element-wise float64, so every machine gives the same bytes. A blank image, or one whose mass lies on a
+    single row, is left as it is."""
     out = np.empty_like(images)
     for start in range(0, len(images), DESKEW_CHUNK):
         out[start : start + DESKEW_CHUNK] = _deskew_chunk(images[start : start + DESKEW_CHUNK])
@@ -98,15 +89,6 @@ def _deskew_chunk(images: np.ndarray) -> np.ndarray:
     return np.clip(np.rint(value), 0, 255).astype(np.uint8).reshape(images.shape)
 
 
-def affine(config: PreprocessConfig, mean: float, std: float) -> tuple[float, float]:
-    """(scale, offset) of the per-pixel map value -> scale * value + offset that preprocessing applies."""
-    if config.normalize == "unit":
-        return 1 / 255, 0.0
-    if config.normalize == "standardize":
-        return 1 / std, -mean / std
-    return 1.0, 0.0
-
-
 def transform(images: np.ndarray, config: PreprocessConfig, mean: float, std: float) -> np.ndarray:
     """Scale uint8 images as configured and flatten them when asked."""
     out = images.astype(np.float32)
@@ -125,15 +107,18 @@ def pixel_moments(images: np.ndarray) -> tuple[float, float]:
     return mean, float(np.sqrt(counts @ (values - mean) ** 2 / counts.sum()))
 
 
-def _split_stats(images: np.ndarray, labels: np.ndarray, scale: float, offset: float) -> SplitStats:
-    """Counts, class balance, and the processed pixels' statistics (derived from the uint8 source)."""
+def _split_stats(
+    images: np.ndarray, labels: np.ndarray, config: PreprocessConfig, mean: float, std: float
+) -> SplitStats:
+    """Counts, class balance, and the statistics of the pixels `transform` makes, from the uint8 source."""
+    scale, offset = {"unit": (1 / 255, 0.0), "standardize": (1 / std, -mean / std)}.get(config.normalize, (1.0, 0.0))
     histogram = np.bincount(labels, minlength=NUM_CLASSES)
     total = max(int(histogram.sum()), 1)
     pixels = None
     if images.size:
-        mean, std = pixel_moments(images)
+        source_mean, source_std = pixel_moments(images)
         low, high = scale * float(images.min()) + offset, scale * float(images.max()) + offset
-        pixels = PixelStats(mean=scale * mean + offset, std=abs(scale) * std, min=low, max=high)
+        pixels = PixelStats(mean=scale * source_mean + offset, std=abs(scale) * source_std, min=low, max=high)
     return SplitStats(
         count=int(labels.shape[0]),
         label_histogram=histogram.tolist(),
@@ -161,7 +146,6 @@ def preprocess(
     if config.normalize == "standardize":
         mean, std = pixel_moments(train_images[train_idx])
         std = std or 1.0
-    scale, offset = affine(config, mean, std)
     parts = {
         "train": (train_images[train_idx], train_labels[train_idx]),
         "val": (train_images[val_idx], train_labels[val_idx]),
@@ -173,7 +157,7 @@ def preprocess(
             images, labels = parts[split]
             storage.save_array(tmp / f"{split}_images.npy", transform(images, config, mean, std))
             storage.save_array(tmp / f"{split}_labels.npy", labels.astype(np.int32))
-            splits[split] = _split_stats(images, labels, scale, offset)
+            splits[split] = _split_stats(images, labels, config, mean, std)
         stats = Stats(
             dataset=manifest.dataset,
             format=FORMAT,

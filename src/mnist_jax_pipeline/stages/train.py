@@ -1,15 +1,10 @@
-"""The train stage: one variant of the tutorial MLP (variants.py), trained and timed honestly.
-
-All variants share keys, data order and arithmetic; they differ only in their loop (loops/).
-Every clock read is preceded by `block_until_ready()`, compilation is measured apart from the
-epochs, and the per-epoch loss and accuracies are computed outside the timed region.
-Writes the model file, the metrics (numbers only), the run's environment and the history.
-"""
+"""The train stage: one variant of the tutorial MLP, trained and timed, then its model, metrics (numbers only),
+run environment and per-epoch history written. Every clock read follows `block_until_ready()`, compiling is
+timed apart from the epochs, and each epoch's loss and accuracies are taken outside its timing."""
 
 from __future__ import annotations
 
 import argparse
-import logging
 import math
 import statistics
 import time
@@ -29,14 +24,9 @@ from ..foundation import console, paths, variants
 from ..foundation.errors import PipelineError
 from ..foundation.runtime import device_info, peak_rss_bytes, timing_lock
 from ..mlp import loops
-from ..mlp.loops.base import LoopInputs, TrainState, loop_inputs, make_optimizer, steps_per_epoch
+from ..mlp.loops.base import TrainState, loop_inputs, make_optimizer, steps_per_epoch
 from ..mlp.model import init_params, loss_and_accuracy
 from ..mlp.progress import EpochProgress
-
-log = logging.getLogger(__name__)
-
-AfterEpoch = Callable[[int, float, TrainState], None]
-BeforeEpoch = Callable[[int], None]
 
 
 @dataclass(frozen=True)
@@ -56,13 +46,11 @@ class Run:
 
 
 def load_dataset(processed_dir: str | Path) -> Dataset:
-    train_x, train_y = load_split(processed_dir, "train")
-    test_x, test_y = load_split(processed_dir, "test")
-    return Dataset(train_x, train_y, test_x, test_y)
+    return Dataset(*load_split(processed_dir, "train"), *load_split(processed_dir, "test"))
 
 
-def initial_state(params: Params, inputs: LoopInputs) -> TrainState:
-    """The initial parameters from PRNGKey(model.seed) (the tutorial's, by default) and a fresh optimizer state."""
+def initial_state(params: Params, inputs: loops.LoopInputs) -> TrainState:
+    """The parameters drawn from PRNGKey(model.seed) (the tutorial's, by default) and a fresh optimizer state."""
     m = params.model
     weights = init_params(m.layer_sizes, jax.random.PRNGKey(m.seed), m.init_scale, m.init, m.output_init)
     return TrainState(weights, make_optimizer(params.train, len(inputs.images)).init(weights))
@@ -72,41 +60,33 @@ def run_epochs(
     loop: loops.TrainingLoop,
     state: TrainState,
     epochs: int,
-    after_epoch: AfterEpoch | None = None,
-    before_epoch: BeforeEpoch | None = None,
+    after_epoch: Callable[[int, float, TrainState], None] | None = None,
+    before_epoch: Callable[[int], None] | None = None,
 ) -> Run:
     """Compile (timed apart), then run and time `epochs` epochs; `before_epoch` and `after_epoch` run untimed."""
     state = jax.block_until_ready(loop.place(state))
     compile_seconds = loop.compile(state)
-    epoch_seconds = []
+    epoch_seconds: list[float] = []
     for epoch in range(1, epochs + 1):
         if before_epoch is not None:
             before_epoch(epoch)
         jax.block_until_ready(state)
         start = time.perf_counter()
         state = jax.block_until_ready(loop.run_epoch(state, epoch))
-        seconds = time.perf_counter() - start
-        epoch_seconds.append(seconds)
+        epoch_seconds.append(time.perf_counter() - start)
         if after_epoch is not None:
-            after_epoch(epoch, seconds, state)
+            after_epoch(epoch, epoch_seconds[-1], state)
     return Run(state, compile_seconds, epoch_seconds, loop.analysis())
 
 
 def train(params: Params, variant_name: str, data: Dataset, *, label: str = "") -> tuple[Run, list[EpochRecord]]:
-    """Train one variant; return the run and its per-epoch history. Stops on a non-finite loss.
-    `label` names the job on its progress bar (console.job_label; default `train@<variant>`)."""
+    """Train one variant, its progress named `label` (by default `train@<variant>`); the run and its per-epoch
+    history. A non-finite loss stops it."""
     variant = variants.get(variant_name)
-    if data.train_images.shape[1] != params.model.layer_sizes[0]:
-        raise PipelineError(
-            f"{paths.PROCESSED.path}: images have {data.train_images.shape[1]} pixels but"
-            f" model.layer_sizes starts at {params.model.layer_sizes[0]}; re-run 'preprocess'"
-        )
     inputs = loop_inputs(params, data.train_images, data.train_labels)
     loop = loops.build(variant, inputs)
     steps = steps_per_epoch(len(data.train_labels), params.train.batch_size)
-    bar = EpochProgress(
-        label or console.job_label("train", variant.name), params.train.epochs, steps, lambda: loop.steps_done
-    )
+    bar = EpochProgress(label or f"train@{variant.name}", params.train.epochs, steps, lambda: loop.steps_done)
     history: list[EpochRecord] = []
 
     def after_epoch(epoch: int, seconds: float, state: TrainState) -> None:
@@ -117,15 +97,14 @@ def train(params: Params, variant_name: str, data: Dataset, *, label: str = "") 
                 f"train@{variant.name}: the loss became {train_loss} at epoch {epoch}; lower train.step_size"
                 f" (now {params.train.step_size}) in params.yaml. No model was written"
             )
-        history.append(
-            EpochRecord(
-                epoch=epoch,
-                epoch_seconds=round(seconds, 6),
-                train_loss=train_loss,
-                train_accuracy=train_acc,
-                test_accuracy=test_acc,
-            )
+        record = EpochRecord(
+            epoch=epoch,
+            epoch_seconds=round(seconds, 6),
+            train_loss=train_loss,
+            train_accuracy=train_acc,
+            test_accuracy=test_acc,
         )
+        history.append(record)
         bar.epoch_finished(epoch, seconds, train_loss, train_acc, test_acc)
 
     try:
@@ -136,7 +115,7 @@ def train(params: Params, variant_name: str, data: Dataset, *, label: str = "") 
 
 
 def summarize(run: Run, history: list[EpochRecord], examples: int, batch_size: int) -> TrainMetrics:
-    """The run's figures: per-epoch medians (over the epochs after the first), totals and final accuracies."""
+    """The run's figures: the median epoch (of those after the first), totals and the last epoch's accuracies."""
     seconds = [h.epoch_seconds for h in history]
     median = statistics.median(seconds[1:] or seconds)
     steps = steps_per_epoch(examples, batch_size)
@@ -165,17 +144,15 @@ def main(args: argparse.Namespace) -> None:
     with timing_lock(f"train@{variant}") as conditions:
         run, history = train(params, variant, data, label=console.job_label("train", variant, root))
     metrics = summarize(run, history, len(data.train_labels), params.train.batch_size)
-    weights = [(np.asarray(w), np.asarray(b)) for w, b in run.state.params]
     metadata = ModelMetadata(
         variant=variant,
         layer_sizes=list(params.model.layer_sizes),
         params_sha256=params.digest("model", "train"),
         jax_version=jax.__version__,
     )
-    save_model(paths.MODEL.at(variant, root), weights, metadata)
+    save_model(paths.MODEL.at(variant, root), [(np.asarray(w), np.asarray(b)) for w, b in run.state.params], metadata)
     storage.write_model(paths.TRAIN_HEADLINE.at(variant, root), metrics.headline())
     storage.write_model(paths.TRAIN_METRICS.at(variant, root), metrics)
-    storage.write_model(
-        paths.TRAIN_RUN.at(variant, root), RunInfo(variant=variant, **device_info(), **conditions.fields())
-    )
+    run_info = RunInfo(variant=variant, **device_info(), **conditions.fields())
+    storage.write_model(paths.TRAIN_RUN.at(variant, root), run_info)
     storage.write_rows(paths.TRAIN_HISTORY.at(variant, root), history, EpochRecord)

@@ -1,5 +1,4 @@
-"""The training loops behind the variants: variants.py names each variant's loop by its class,
-and `LOOPS` maps that name to the class, so a new loop is one class added here and its name there."""
+"""The training loops behind the variants: `LOOPS` maps the loop name variants.py gives each variant to its class."""
 
 from __future__ import annotations
 
@@ -10,10 +9,9 @@ from .step_loop import StepLoop
 
 __all__ = ["LOOPS", "LoopInputs", "ScanLoop", "StepLoop", "TrainState", "TrainingLoop", "build"]
 
-LoopClass = type[StepLoop] | type[ScanLoop]
-LOOPS: dict[str, LoopClass] = {cls.__name__: cls for cls in (StepLoop, ScanLoop)}
+LOOPS: dict[str, type[StepLoop] | type[ScanLoop]] = {cls.__name__: cls for cls in (StepLoop, ScanLoop)}
 
 
 def build(variant: Variant, inputs: LoopInputs) -> TrainingLoop:
-    """The loop the registry names for `variant`, built with what it trains on."""
-    return LOOPS[variant.loop].for_variant(variant, inputs)
+    """The loop of `variant`, built on what it trains on, its steps compiled when the variant says `jit`."""
+    return LOOPS[variant.loop](inputs, jit=variant.jit)

@@ -1,11 +1,7 @@
-"""`jit_scan`: the training set placed on the device once, each epoch one compiled call.
-
-The epoch is a `lax.scan` over the full batches (plus one step for a partial last batch, as in
-the other variants), with the state donated. Batch slicing, and shuffling when it is on, happen
-on the device, with the same permutation the other variants use. With several local devices
-the batch is sharded across them along a `data` mesh axis and XLA inserts the gradient
-all-reduce; the state stays replicated.
-"""
+"""`jit_scan`: the training set placed on the device once, each epoch one compiled, donated call: a `lax.scan` over
+the full batches (plus a step for a partial last batch), batches sliced and shuffled on the device with the other
+variants' permutation. With several local devices each batch is sharded along a `data` mesh axis (XLA inserts the
+gradient all-reduce) and the state is replicated."""
 
 from __future__ import annotations
 
@@ -19,32 +15,25 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from ...artefacts.training import XlaAnalysis
-from ...foundation.variants import Variant
-from .base import LoopInputs, TrainState, epoch_permutation, xla_analysis
+from .base import LoopInputs, TrainState, epoch_permutation, steps_per_epoch, xla_analysis
 
 
 class ScanLoop:
-    """One compiled, donated `lax.scan` per epoch over device-resident data."""
+    """One compiled, donated `lax.scan` per epoch over device-resident data (`jit` is always true)."""
 
     steps_done = 0  # an epoch is one call: its steps show when the epoch has been awaited
 
-    @classmethod
-    def for_variant(cls, variant: Variant, inputs: LoopInputs) -> ScanLoop:
-        """The loop of `variant` (always compiled: the scan is one program), on every local device."""
-        return cls(inputs)
-
-    def __init__(self, inputs: LoopInputs, devices: list[jax.Device] | None = None):
+    def __init__(self, inputs: LoopInputs, *, jit: bool = True):
         self.inputs = inputs
-        self.devices = devices or jax.local_devices()
-        self.mesh = Mesh(np.array(self.devices), ("data",)) if len(self.devices) > 1 else None
+        devices = jax.local_devices()
+        self.mesh = Mesh(np.array(devices), ("data",)) if len(devices) > 1 else None
         replicated = NamedSharding(self.mesh, P()) if self.mesh else None
-        self.images = jax.device_put(inputs.images, replicated)
-        self.targets = jax.device_put(inputs.targets, replicated)
-        self.executable: Any = None
+        self.images, self.targets = jax.device_put((inputs.images, inputs.targets), replicated)
+        self.compiled: Any = None
 
     def _shard_batch(self, array: jax.Array) -> jax.Array:
         """Split a batch across the devices (when it divides evenly)."""
-        if self.mesh is None or array.shape[0] % len(self.devices):
+        if self.mesh is None or array.shape[0] % self.mesh.size:
             return array
         return jax.lax.with_sharding_constraint(array, NamedSharding(self.mesh, P("data")))
 
@@ -73,30 +62,26 @@ class ScanLoop:
         return state
 
     def place(self, state: TrainState) -> TrainState:
-        """Replicate the state on the mesh (no-op on one device)."""
         return jax.device_put(state, NamedSharding(self.mesh, P())) if self.mesh else state
 
     def compile(self, state: TrainState) -> float:
         jax.block_until_ready((self.images, self.targets))
         epoch_fn = jax.jit(self._epoch, donate_argnums=(0,))
         start = time.perf_counter()
-        self.executable = epoch_fn.lower(state, self.images, self.targets, jnp.int32(1)).compile()
+        self.compiled = epoch_fn.lower(state, self.images, self.targets, jnp.int32(1)).compile()
         return time.perf_counter() - start
 
     def run_epoch(self, state: TrainState, epoch: int) -> TrainState:
-        return self.executable(state, self.images, self.targets, jnp.int32(epoch))
+        return self.compiled(state, self.images, self.targets, jnp.int32(epoch))
 
     def analysis(self) -> XlaAnalysis | None:
-        return xla_analysis(self.executable) if self.executable is not None else None
-
-    def unit(self) -> str:
-        return "epoch"
+        return xla_analysis(self.compiled)
 
     def steps_per_call(self) -> int:
-        return -(-self.images.shape[0] // self.inputs.config.batch_size)
+        return steps_per_epoch(len(self.inputs.images), self.inputs.config.batch_size)
 
     def run_call(self, state: TrainState, index: int) -> TrainState:
         return self.run_epoch(state, index + 1)
 
     def hlo_text(self) -> str | None:
-        return self.executable.as_text() if self.executable is not None else None
+        return None if self.compiled is None else self.compiled.as_text()

@@ -1,8 +1,5 @@
-"""`nojit` and `jit`: the tutorial's Python loop over host batches, one update call per batch.
-
-Without jit every operation of the update dispatches on its own; with jit the update is
-compiled ahead of time once per batch shape (the full batch, and a partial last one).
-"""
+"""`nojit` and `jit`: the tutorial's Python loop over host batches, one update call per batch, op by op
+(`jit=False`) or through the update compiled ahead of time once per batch size (the full and a partial last)."""
 
 from __future__ import annotations
 
@@ -10,26 +7,19 @@ import time
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 
 from ...artefacts.training import XlaAnalysis
-from ...foundation.variants import Variant
 from .base import LoopInputs, TrainState, Update, batch_bounds, epoch_order, xla_analysis
 
 
 class StepLoop:
-    """One update call per batch, op by op (`jit=False`) or through a compiled step (`jit=True`)."""
-
-    @classmethod
-    def for_variant(cls, variant: Variant, inputs: LoopInputs) -> StepLoop:
-        """The loop of `variant`: its steps compiled when the variant says `jit`."""
-        return cls(inputs, jit=variant.jit)
+    """One update call per batch, its steps compiled when `jit`."""
 
     def __init__(self, inputs: LoopInputs, *, jit: bool):
-        self.inputs = inputs
-        self.jit = jit
+        self.inputs, self.jit = inputs, jit
         self.bounds = batch_bounds(len(inputs.images), inputs.config.batch_size)
         self.executables: dict[int, Any] = {}  # batch size -> compiled step
+        self.compiled: Any = None  # the full-batch step, once compiled
         self.steps_done = 0
 
     def place(self, state: TrainState) -> TrainState:
@@ -39,12 +29,12 @@ class StepLoop:
         if not self.jit:
             return None
         jitted = jax.jit(self.inputs.update)
-        pixels, classes = self.inputs.images.shape[1], self.inputs.targets.shape[1]
         start = time.perf_counter()
         for size in sorted({stop - start for start, stop in self.bounds}, reverse=True):
-            x = jax.ShapeDtypeStruct((size, pixels), jnp.float32)
-            y = jax.ShapeDtypeStruct((size, classes), jnp.float32)
-            self.executables[size] = jitted.lower(state, x, y).compile()
+            self.executables[size] = jitted.lower(
+                state, self.inputs.images[:size], self.inputs.targets[:size]
+            ).compile()
+        self.compiled = self.executables[self.bounds[0][1]]
         return time.perf_counter() - start
 
     def _step(self, size: int) -> Update:
@@ -63,21 +53,15 @@ class StepLoop:
         return state
 
     def analysis(self) -> XlaAnalysis | None:
-        """The analysis of the full-batch step (the first compiled), if compiled."""
-        return xla_analysis(next(iter(self.executables.values()))) if self.executables else None
-
-    def unit(self) -> str:
-        return "step"
+        return xla_analysis(self.compiled)
 
     def steps_per_call(self) -> int:
         return 1
 
     def run_call(self, state: TrainState, index: int) -> TrainState:
-        """One update on a full batch of epoch 1, in data order (the partial last batch is left out)."""
-        size = max(stop - start for start, stop in self.bounds)
-        full = [(start, stop) for start, stop in self.bounds if stop - start == size]
-        start, stop = full[index % len(full)]
-        return self._step(size)(state, self.inputs.images[start:stop], self.inputs.targets[start:stop])
+        """One update on a full batch of epoch 1, in data order (a partial last batch is left out)."""
+        start, stop = self.bounds[index % max(len(self.inputs.images) // self.inputs.config.batch_size, 1)]
+        return self._step(stop - start)(state, self.inputs.images[start:stop], self.inputs.targets[start:stop])
 
     def hlo_text(self) -> str | None:
-        return next(iter(self.executables.values())).as_text() if self.executables else None
+        return None if self.compiled is None else self.compiled.as_text()

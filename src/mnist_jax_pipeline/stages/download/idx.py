@@ -1,8 +1,5 @@
-"""Read and write the IDX format of the original MNIST files (optionally gzip-compressed).
-
-Layout: two zero bytes, a type byte (0x08 = unsigned byte), a dimension count, one
-big-endian uint32 per dimension, then the values in row-major order.
-"""
+"""Reading the IDX format of the original MNIST files, gzip-compressed or not: two zero bytes, a type byte
+(0x08 = unsigned byte), a dimension count, one big-endian uint32 per dimension, then the values in row-major order."""
 
 from __future__ import annotations
 
@@ -26,8 +23,8 @@ def parse_idx(blob: bytes, name: str = "<bytes>", ndim: int | None = None) -> np
     """Parse raw (uncompressed) IDX bytes into a uint8 array."""
     if len(blob) < 4:
         raise IdxError(f"{name}: too short for an IDX header ({len(blob)} bytes); re-download it")
-    zero1, zero2, dtype, dims = blob[0], blob[1], blob[2], blob[3]
-    if zero1 != 0 or zero2 != 0 or dtype != UBYTE:
+    dims = blob[3]
+    if blob[:3] != bytes([0, 0, UBYTE]):
         raise IdxError(f"{name}: bad IDX magic number {blob[:4].hex()}; expected 000008xx, re-download it")
     if ndim is not None and dims != ndim:
         raise IdxError(f"{name}: {dims} dimensions, expected {ndim}; is it the right file?")

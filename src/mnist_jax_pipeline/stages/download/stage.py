@@ -1,14 +1,7 @@
-"""The download stage: fetch and prepare a dataset with TFDS, keeping the pinned raw IDX files.
-
-Outputs, all under one folder replaced atomically (default `data/raw/`):
-  idx/*.gz        the four original files, SHA-256 verified
-  arrays/         the TFDS-prepared splits exported as .npy (uint8 images, uint8 labels)
-  manifest.json   dataset, versions, checksums, counts and label histograms
-
-`MNIST_MIRROR` names a folder with the four `.gz` files; TFDS reads it through
-`DownloadConfig(manual_dir=...)` and validates the checksums again. Where the bytes come
-from is not recorded in any output, so it never changes a stage's hash.
-"""
+"""The download stage: a dataset fetched and prepared with TFDS into one folder replaced atomically (default
+`data/raw/`): `idx/*.gz`, the four original files, SHA-256 verified; `arrays/`, the splits as uint8 .npy; and
+`manifest.json`. `MNIST_MIRROR` names a folder holding the four files, which TFDS reads as its `manual_dir`; where
+the bytes came from is recorded nowhere, so it never changes a stage's hash."""
 
 from __future__ import annotations
 
@@ -29,11 +22,12 @@ import numpy as np
 
 from ...artefacts import atomic, storage
 from ...artefacts.dataset import Manifest, SourceFile, SplitCount
+from ...artefacts.provenance import file_sha256
 from ...config.params import Params, load
 from ...foundation import console, paths
 from ...foundation.errors import PipelineError
 from ...foundation.terminal import progress_wanted
-from .datasets import PINNED, SPLIT_FILES, PinnedFile, sha256_of
+from .datasets import PINNED, SPLIT_FILES, PinnedFile
 from .idx import read_pair
 
 log = logging.getLogger(__name__)
@@ -44,11 +38,11 @@ TFDS_MAX_RETRIES = 1
 
 
 def verify_file(path: Path, pinned: PinnedFile) -> None:
-    """Check a file against its pinned SHA-256; raise a one-line error naming it."""
+    """Check a file against its pinned SHA-256."""
     if not path.is_file():
         raise PipelineError(f"{path}: missing from the mirror; put the original {pinned.name} there ({pinned.url})")
     try:
-        got = sha256_of(path)
+        got = file_sha256(path)
     except OSError as err:
         raise PipelineError(
             f"{path}: cannot read ({err.strerror}); make it readable, or point {MIRROR_ENV} at a readable copy"
@@ -71,32 +65,20 @@ def mirror_from_env(setting: str | None = None) -> Path | None:
     return mirror
 
 
-def verify_mirror(mirror: Path, dataset: str) -> None:
-    """Verify every pinned file of `dataset` in the mirror folder before anything is written."""
-    for pinned in PINNED[dataset]:
-        verify_file(mirror / pinned.name, pinned)
-
-
-def _require_https(dataset: str) -> None:
-    """Network downloads go over HTTPS only; a plain-HTTP source must come through the mirror."""
+def _check_network(dataset: str) -> None:
+    """Without a mirror: HTTPS sources only, and their host reachable (else fail fast, naming MNIST_MIRROR)."""
     for pinned in PINNED[dataset]:
         if urlparse(pinned.url).scheme != "https":
             raise PipelineError(
                 f"{dataset}: TFDS fetches {pinned.name} over plain HTTP ({pinned.url}), which this pipeline"
                 f" refuses; download the four files yourself and set {MIRROR_ENV} to their folder"
             )
-
-
-def _check_reachable(url: str) -> None:
-    """Fail fast, naming MNIST_MIRROR, when the dataset's host cannot be reached."""
-    parsed = urlparse(url)
-    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    host = urlparse(PINNED[dataset][0].url)
     try:
-        with socket.create_connection((parsed.hostname, port), timeout=CONNECT_TIMEOUT_S):
-            pass
+        socket.create_connection((host.hostname, host.port or 443), timeout=CONNECT_TIMEOUT_S).close()
     except OSError as err:
         raise PipelineError(
-            f"cannot reach {parsed.hostname} ({err}); offline, set {MIRROR_ENV} to a folder holding the"
+            f"cannot reach {host.hostname} ({err}); offline, set {MIRROR_ENV} to a folder holding the"
             " four original .gz files (see README)"
         ) from err
 
@@ -114,14 +96,10 @@ def prints_to_details() -> Iterator[None]:
                 console.details.info("%s", line)
 
 
-def _quiet_tensorflow() -> None:
+def _prepare_with_tfds(dataset: str, data_dir: Path, manual_dir: Path | None) -> Any:
+    """Download (or read from `manual_dir`) and prepare `dataset` with TFDS; its builder."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
-
-
-def _prepare_with_tfds(dataset: str, data_dir: Path, manual_dir: Path | None) -> Any:
-    """Download (or read from `manual_dir`) and prepare `dataset` with TFDS; return the builder."""
-    _quiet_tensorflow()
     import tensorflow_datasets as tfds
     from tensorflow_datasets.core.download import downloader
 
@@ -130,8 +108,7 @@ def _prepare_with_tfds(dataset: str, data_dir: Path, manual_dir: Path | None) ->
         tfds.disable_progress_bar()
     builder = tfds.builder(dataset, data_dir=str(data_dir))
     config = tfds.download.DownloadConfig(
-        manual_dir=str(manual_dir) if manual_dir else None,
-        force_checksums_validation=True,
+        manual_dir=str(manual_dir) if manual_dir else None, force_checksums_validation=True
     )
     try:
         with prints_to_details():
@@ -147,7 +124,7 @@ def _collect_downloads(downloads: Path, idx_dir: Path, dataset: str) -> None:
     by_sha = {p.sha256: p for p in PINNED[dataset]}
     for path in downloads.rglob("*"):
         if path.is_file() and path.stat().st_size in {p.size for p in PINNED[dataset]}:
-            pinned = by_sha.get(sha256_of(path))
+            pinned = by_sha.get(file_sha256(path))
             if pinned:
                 shutil.copyfile(path, idx_dir / pinned.name)
     for pinned in PINNED[dataset]:
@@ -155,7 +132,7 @@ def _collect_downloads(downloads: Path, idx_dir: Path, dataset: str) -> None:
 
 
 def _export_arrays(builder: Any, out: Path) -> dict[str, SplitCount]:
-    """Export each split as uint8 .npy arrays; return counts and label histograms."""
+    """Export each split as uint8 .npy arrays; their counts and label histograms."""
     import tensorflow_datasets as tfds
 
     out.mkdir()
@@ -166,9 +143,7 @@ def _export_arrays(builder: Any, out: Path) -> dict[str, SplitCount]:
         labels = np.asarray(data["label"]).astype(np.uint8)
         storage.save_array(out / f"{split}_images.npy", images)
         storage.save_array(out / f"{split}_labels.npy", labels)
-        splits[split] = SplitCount(
-            count=int(labels.shape[0]), label_histogram=np.bincount(labels, minlength=10).tolist()
-        )
+        splits[split] = SplitCount(count=len(labels), label_histogram=np.bincount(labels, minlength=10).tolist())
     return splits
 
 
@@ -185,22 +160,21 @@ def _cross_check(idx_dir: Path, splits: dict[str, SplitCount]) -> None:
 
 
 def download(params: Params, out_dir: str | Path = paths.RAW.path, mirror: str | None = None) -> Manifest:
-    """Run the download stage; return the manifest it wrote."""
+    """Run the download stage; the manifest it wrote."""
     import tensorflow_datasets as tfds
 
     dataset = params.data.dataset
     pinned = PINNED[dataset]
     mirror_dir = mirror_from_env(mirror)
-    if mirror_dir is not None:
-        verify_mirror(mirror_dir, dataset)
-        log.info("using the mirror %s (checksums verified)", mirror_dir)
+    if mirror_dir is None:
+        _check_network(dataset)
     else:
-        _require_https(dataset)
-        _check_reachable(pinned[0].url)
-
+        for item in pinned:
+            verify_file(mirror_dir / item.name, item)
+        log.info("using the mirror %s (checksums verified)", mirror_dir)
     started = time.perf_counter()
     with atomic.atomic_dir(out_dir) as tmp:
-        idx_dir = tmp / "idx"
+        idx_dir, tfds_dir = tmp / "idx", tmp / "tfds-work"
         idx_dir.mkdir()
         if mirror_dir is not None:
             for item in pinned:
@@ -208,7 +182,6 @@ def download(params: Params, out_dir: str | Path = paths.RAW.path, mirror: str |
                 verify_file(idx_dir / item.name, item)
         # TFDS's own TFRecords are not kept: their bytes differ from run to run (the order in which
         # protobuf writes each example's feature map), and the arrays hold the same examples.
-        tfds_dir = tmp / "tfds-work"
         builder = _prepare_with_tfds(dataset, tfds_dir, idx_dir if mirror_dir else None)
         if mirror_dir is None:
             _collect_downloads(tfds_dir / "downloads", idx_dir, dataset)

@@ -145,14 +145,14 @@ def trace(
     if table.steps < calls:  # the profiler keeps at most a million events, and drops the rest silently
         raise PipelineError(
             f"{paths.PROFILE.stage(variant)}: the trace kept {table.steps} of its {calls} traced"
-            f" {loop.unit()}s (the profiler's event limit); lower profile.trace_steps"
+            f" {spec.call_unit}s (the profiler's event limit); lower profile.trace_steps"
             f" (now {config.profile.trace_steps}) in params.yaml"
         )
     return Trace(
         logdir=paths.TRACE_LOGDIR,
         files={role: path.relative_to(out_dir).as_posix() for role, path in sorted(files.items())},
         calls=calls,
-        unit=loop.unit(),
+        unit=spec.call_unit,
         train_steps=calls * per_call,
         warmup_calls=warmup,
         python_tracer=spec.jit,

@@ -1,7 +1,5 @@
 """`mnist-pipeline`: parse the command line, then run the command inside its checks (orchestration/run.py)."""
 
-from __future__ import annotations
-
 import argparse
 import os
 import sys

@@ -5,8 +5,6 @@ hands it every log record. It writes the calm console of lines.py; with `--verbo
 own console instead. Snakemake's own log file (.snakemake/log/) is written as always.
 """
 
-from __future__ import annotations
-
 import logging
 import sys
 

@@ -5,8 +5,6 @@ it ends (done, failed, stopped), the stages' own lines, one end line; Snakemake'
 it raises with a traceback in one line naming the path and the fix, any other message as Snakemake words it.
 """
 
-from __future__ import annotations
-
 import logging
 import os
 import re

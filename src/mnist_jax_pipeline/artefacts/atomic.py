@@ -1,8 +1,6 @@
 """Writing outputs: claimed before the work, written under temporary names beside their place, renamed
 there, inside `together()` all at the end or none. A killed writer's leftovers are swept by the next."""
 
-from __future__ import annotations
-
 import contextlib
 import os
 import shutil

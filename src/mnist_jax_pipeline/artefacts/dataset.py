@@ -1,7 +1,5 @@
 """The data artefacts: the download stage's manifest and arrays, the preprocess stage's arrays and stats."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

@@ -2,8 +2,6 @@
 DVC ignore) before the report reads whole folders for DVC: otherwise they would count for DVC and not for Snakemake,
 and a fresh clone would differ from the checkout that ran. Nothing is deleted; an older parked copy is replaced."""
 
-from __future__ import annotations
-
 import os
 import shutil
 from collections.abc import Iterable

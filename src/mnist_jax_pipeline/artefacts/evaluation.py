@@ -1,7 +1,5 @@
 """The evaluate stage's artefacts: test metrics (numbers only), the mistakes, the confusion rows."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

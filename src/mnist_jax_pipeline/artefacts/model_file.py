@@ -2,8 +2,6 @@
 (out,), and its typed metadata as one key-sorted JSON string under one key (safetensors writes several metadata
 keys in hash order, which would make two identical models differ in bytes)."""
 
-from __future__ import annotations
-
 import json
 from pathlib import Path
 

@@ -1,7 +1,5 @@
 """Whose a path given on the command line is: a command writes only a new path or one it made itself."""
 
-from __future__ import annotations
-
 import contextlib
 import fnmatch
 import os

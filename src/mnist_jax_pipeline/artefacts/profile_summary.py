@@ -1,8 +1,6 @@
 """The profile stage's summary.json (one per variant): the parsed device-memory snapshots, the
 per-op table of the execution trace, and the device's memory figures."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Literal
 

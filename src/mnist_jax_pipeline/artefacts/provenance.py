@@ -1,8 +1,6 @@
 """A job's provenance record, `provenance/<stage>[_<variant>].json`: the params.yaml sections it read, and
 the SHA-256 of every code, input and output file (paths relative to the project); and those digests."""
 
-from __future__ import annotations
-
 import contextlib
 import hashlib
 import os

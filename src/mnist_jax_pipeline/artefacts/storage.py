@@ -1,8 +1,6 @@
 """Typed JSON, CSV tables and .npy arrays, written atomically (atomic.py) and read back with one-line errors
 that name the file and the stage to re-run when it is missing or does not match its type."""
 
-from __future__ import annotations
-
 import csv
 import io
 import json

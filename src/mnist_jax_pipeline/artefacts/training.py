@@ -1,7 +1,5 @@
 """The train stage's artefacts: per-epoch history, its metrics (numbers only), and what it ran on."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Literal
 

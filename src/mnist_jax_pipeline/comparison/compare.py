@@ -4,8 +4,6 @@ overlaid, and only the parameters that differ. Runs whose plotted values are ide
 with every name, and named in a note.
 """
 
-from __future__ import annotations
-
 import argparse
 import csv
 import io

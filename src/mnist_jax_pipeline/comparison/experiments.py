@@ -3,8 +3,6 @@
 column per parameter, dependency hash and metric (over 150 at the defaults); this keeps what a user compares.
 """
 
-from __future__ import annotations
-
 import argparse
 import json
 import shutil

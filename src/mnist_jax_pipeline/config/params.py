@@ -1,8 +1,6 @@
 """params.yaml: its one typed declaration, read as DVC reads it (YAML 1.2, so `1e-3` is a number for
 both), checked in full; every refusal is one line naming the key. The JSON schema is written from it."""
 
-from __future__ import annotations
-
 import argparse
 import functools
 import hashlib
@@ -11,7 +9,7 @@ import math
 import os
 import stat
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -59,7 +57,7 @@ class ModelConfig(Section):
     seed: Seed
 
     @model_validator(mode="after")
-    def _fits_the_data(self) -> ModelConfig:
+    def _fits_the_data(self) -> Self:
         sizes, count = self.layer_sizes, parameter_count(self.layer_sizes)
         if sizes[0] != IMAGE_PIXELS:
             raise ValueError(f"model.layer_sizes must start at {IMAGE_PIXELS} (28x28 pixels), not {sizes[0]}")
@@ -101,7 +99,7 @@ class Params(Section):
     profile: ProfileConfig
 
     @model_validator(mode="after")
-    def _consistent(self) -> Params:
+    def _consistent(self) -> Self:
         train_count, _ = split_sizes(SPLIT_SIZES[self.data.dataset]["train"], self.preprocess)
         batch = min(self.train.batch_size, train_count)
         steps = math.ceil(train_count / self.train.batch_size) * self.train.epochs

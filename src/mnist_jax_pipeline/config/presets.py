@@ -4,8 +4,6 @@ Every key a preset names takes its value, every other key keeps the file's, and 
 result is checked like any params.yaml before it replaces the file, and each changed key is printed.
 """
 
-from __future__ import annotations
-
 import argparse
 import functools
 import io

@@ -1,7 +1,5 @@
 """The one line a refused params.yaml value becomes: the dotted key at fault and what is allowed there."""
 
-from __future__ import annotations
-
 import json
 import math
 import re

@@ -2,8 +2,6 @@
 and run by Snakemake, each point's outputs under `sweeps/<name>/<point>/`, or queued as DVC experiments.
 """
 
-from __future__ import annotations
-
 import argparse
 import copy
 import functools

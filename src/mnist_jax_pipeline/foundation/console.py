@@ -4,8 +4,6 @@ Under Snakemake, whose rules name the job's log file in MNIST_PIPELINE_LOG, ever
 file too, and the details (the profile's op table, say) go there only.
 """
 
-from __future__ import annotations
-
 import contextlib
 import logging
 import os

@@ -1,8 +1,6 @@
 """What the code knows about the datasets before reading them: the class count, the pixels of an
 image, and the examples per split. Every layer reads these, so they live below all of them."""
 
-from __future__ import annotations
-
 NUM_CLASSES = 10
 IMAGE_PIXELS = 28 * 28
 

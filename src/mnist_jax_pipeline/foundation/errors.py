@@ -1,7 +1,5 @@
 """The one error type the pipeline reports as a single line, and the reading of text files through it."""
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from pathlib import Path
 

@@ -1,8 +1,6 @@
 """Numerics every backend keeps run after run: deterministic XLA kernels (XLA's GPU autotuning and atomics
 could give other bits in each process) and full float32 matmuls (not TF32, not bfloat16 passes)."""
 
-from __future__ import annotations
-
 import os
 import sys
 

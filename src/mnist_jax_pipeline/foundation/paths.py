@@ -4,8 +4,6 @@ A `{variant}` in a path makes one artefact per training variant, written by `<ma
 A folder artefact names the files inside it that Snakemake declares (DVC tracks the folder whole).
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal

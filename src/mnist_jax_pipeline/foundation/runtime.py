@@ -2,8 +2,6 @@
 per machine and user, so checkouts, DVC's queued experiments and containers sharing /tmp time one at a time;
 a stage waits for it MNIST_PIPELINE_LOCK_TIMEOUT seconds at most, then runs without it and says so)."""
 
-from __future__ import annotations
-
 import contextlib
 import hashlib
 import json

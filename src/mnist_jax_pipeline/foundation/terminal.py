@@ -1,7 +1,5 @@
 """Whether progress bars are drawn: on a terminal that has a width, unless MNIST_PIPELINE_PROGRESS says."""
 
-from __future__ import annotations
-
 import os
 import sys
 from typing import IO

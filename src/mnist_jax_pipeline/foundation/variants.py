@@ -4,8 +4,6 @@ The parameter check, the CLI's choices and the report's wording all read this re
 JAX; tests/test_loops.py checks every loop named here has its class.
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 from typing import Literal
 

@@ -3,8 +3,6 @@ h_0 = x,  h_{l+1} = relu(W_l h_l + b_l),  logits = W_L h_L + b_L,  log p(y | x) 
 loss = -mean(log p * targets)   (mean over batch and classes; targets one-hot, or label-smoothed)
 """
 
-from __future__ import annotations
-
 import math
 from collections.abc import Sequence
 from typing import Any, Literal

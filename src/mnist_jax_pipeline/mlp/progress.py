@@ -2,8 +2,6 @@
 only counts its steps (`steps_done`); a thread moves the bar from that count a few times a second and the epoch's
 figures are added after its clock stopped, so the bar adds nothing measurable to a timed epoch."""
 
-from __future__ import annotations
-
 import logging
 import sys
 import threading

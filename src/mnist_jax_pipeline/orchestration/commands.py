@@ -1,7 +1,5 @@
 """The command table of `mnist-pipeline`: each command's function, help and options."""
 
-from __future__ import annotations
-
 import argparse
 import importlib
 from collections.abc import Callable

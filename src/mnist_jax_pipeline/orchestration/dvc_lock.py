@@ -3,8 +3,6 @@ step with the provenance records by `dvc commit`, also by a run with nothing to 
 `git checkout dvc.lock`, say). A fingerprint of dvc.lock and the records says when that is needed.
 """
 
-from __future__ import annotations
-
 import hashlib
 import json
 import os

@@ -5,8 +5,6 @@ it, the tool that ran it and when, the parameters, code and inputs it was made f
 whether the file is as recorded, and whether the job is current now, with the command that fixes it.
 """
 
-from __future__ import annotations
-
 import argparse
 import json
 import os

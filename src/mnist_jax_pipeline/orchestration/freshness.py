@@ -1,8 +1,6 @@
 """Whether a job's outputs are current, by content, the same way for every tool: its record lists the
 files at its outputs, and it was made from the params, code and inputs it would be made from now."""
 
-from __future__ import annotations
-
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field

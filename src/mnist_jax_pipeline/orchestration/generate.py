@@ -1,8 +1,6 @@
 """The files written from the stage table and the parameter types: dvc.yaml, the Snakemake rules under
 workflow/rules/ and the params.yaml JSON schema (`mnist-pipeline generate`; `--check` compares them)."""
 
-from __future__ import annotations
-
 import argparse
 import functools
 import json

@@ -1,7 +1,5 @@
 """A job, one run of a stage, and its provenance record: the code it runs, what it reads and writes."""
 
-from __future__ import annotations
-
 import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -42,7 +40,7 @@ class Job:
     def outputs(self) -> list[Path]:
         return [a.at(self.variant, self.root) for a in self.stage.artefacts]
 
-    def producers(self, variants: Iterable[str]) -> list[tuple[Job, list[Path]]]:
+    def producers(self, variants: Iterable[str]) -> "list[tuple[Job, list[Path]]]":
         """The jobs whose outputs it reads, each with the paths it reads of them."""
         found: dict[Job, list[Path]] = {}
         for artefact in self.stage.inputs:

@@ -1,8 +1,6 @@
 """Running one `mnist-pipeline` command: `stage()` checks the records upstream, claims the outputs, puts
 them in place together and writes the job's record last; `Outcome` makes a failure or a stop one line."""
 
-from __future__ import annotations
-
 import argparse
 import atexit
 import contextlib
@@ -17,6 +15,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 from ..artefacts import atomic
 from ..artefacts.provenance import Execution
@@ -84,7 +83,7 @@ class Outcome:
         self.label, self.verbose, self.status = label, verbose, 0
         self.previous: dict[int, object] = {}
 
-    def __enter__(self) -> Outcome:
+    def __enter__(self) -> Self:
         for stream in (sys.stdout, sys.stderr):  # a character the locale cannot encode prints as \uXXXX
             if isinstance(stream, io.TextIOWrapper):
                 stream.reconfigure(errors="backslashreplace")

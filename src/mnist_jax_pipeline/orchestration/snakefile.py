@@ -6,8 +6,6 @@ whose time counts: a stale job's marker gets new content and a time after its ou
 the oldest time. Records get a time of 1 s: they link the jobs, but their time never runs one.
 """
 
-from __future__ import annotations
-
 import asyncio
 import contextlib
 import os

@@ -5,8 +5,6 @@ paths.py. `code` names the package files a stage's command runs beside CORE (a f
 each package's __init__.py is implied); tests/test_stages.py checks it against the imports.
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 
 from ..config.params import SECTIONS

@@ -1,7 +1,5 @@
 """The evaluate stage: test metrics, per-class precision/recall, confusion matrix, mistakes."""
 
-from __future__ import annotations
-
 import argparse
 import logging
 

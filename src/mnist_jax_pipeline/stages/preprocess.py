@@ -3,8 +3,6 @@
 atomically. With the defaults (no deskewing, no normalisation, flattened, no validation split) they are the JAX
 tutorial's input: raw 0..255 pixels as float32 vectors of 784."""
 
-from __future__ import annotations
-
 import argparse
 from pathlib import Path
 

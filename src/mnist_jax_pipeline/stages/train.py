@@ -2,8 +2,6 @@
 run environment and per-epoch history written. Every clock read follows `block_until_ready()`, compiling is
 timed apart from the epochs, and each epoch's loss and accuracies are taken outside its timing."""
 
-from __future__ import annotations
-
 import argparse
 import math
 import statistics

@@ -1,7 +1,5 @@
 """The training loops behind the variants: `LOOPS` maps the loop name variants.py gives each variant to its class."""
 
-from __future__ import annotations
-
 from ...foundation.variants import Variant
 from .base import LoopInputs, TrainingLoop, TrainState
 from .scan_loop import ScanLoop

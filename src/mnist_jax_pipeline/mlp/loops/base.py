@@ -2,8 +2,6 @@
 A loop is built with everything it trains on, `compile` prepares it apart from the epochs' clock and `run_epoch`
 runs one epoch: every loop sees the same examples in the same order and applies the same arithmetic."""
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol

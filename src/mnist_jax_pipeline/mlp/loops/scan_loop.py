@@ -3,8 +3,6 @@ the full batches (plus a step for a partial last batch), batches sliced and shuf
 variants' permutation. With several local devices each batch is sharded along a `data` mesh axis (XLA inserts the
 gradient all-reduce) and the state is replicated."""
 
-from __future__ import annotations
-
 import time
 from typing import Any
 

@@ -1,8 +1,6 @@
 """`nojit` and `jit`: the tutorial's Python loop over host batches, one update call per batch, op by op
 (`jit=False`) or through the update compiled ahead of time once per batch size (the full and a partial last)."""
 
-from __future__ import annotations
-
 import time
 from typing import Any
 

@@ -5,8 +5,6 @@ OrganizeAction per tool. Every File has the `sha256` its record gives (records.p
 changed) and its `contentSize`.
 """
 
-from __future__ import annotations
-
 import contextlib
 import hashlib
 import json

@@ -1,7 +1,5 @@
 """`mnist-pipeline crate [--out DIR] [--validate]`: write DIR/ro-crate-metadata.json, optionally validate it."""
 
-from __future__ import annotations
-
 import argparse
 import json
 import subprocess

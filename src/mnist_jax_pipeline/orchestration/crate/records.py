@@ -1,7 +1,5 @@
 """The jobs of the last run, read from their provenance records alone, each checked against the disk."""
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 from pathlib import Path
 

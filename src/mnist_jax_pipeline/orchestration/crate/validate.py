@@ -5,8 +5,6 @@ there, answers the context's URL from `ro-crate-1.1-context.jsonld` (the publish
 for byte; ro-crate-py 0.16 ships the 1.3 one, whose IRIs the 0.5 profiles do not check) and any other with 404.
 """
 
-from __future__ import annotations
-
 import hashlib
 import os
 from collections import Counter

@@ -1,8 +1,6 @@
 """The supported datasets' original IDX files, pinned by size and SHA-256: the checksums TFDS pins in
 `tensorflow_datasets/url_checksums/<name>.txt`, so a mirror is verified before TFDS verifies it again."""
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 
 

@@ -1,8 +1,6 @@
 """Reading the IDX format of the original MNIST files, gzip-compressed or not: two zero bytes, a type byte
 (0x08 = unsigned byte), a dimension count, one big-endian uint32 per dimension, then the values in row-major order."""
 
-from __future__ import annotations
-
 import gzip
 import struct
 import zlib

@@ -3,8 +3,6 @@
 `manifest.json`. `MNIST_MIRROR` names a folder holding the four files, which TFDS reads as its `manual_dir`; where
 the bytes came from is recorded nowhere, so it never changes a stage's hash."""
 
-from __future__ import annotations
-
 import argparse
 import contextlib
 import io

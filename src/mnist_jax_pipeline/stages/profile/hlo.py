@@ -2,8 +2,6 @@
 short description (shape and kind). Our own reading: jaxlib's HloModule gives no shapes, and XLA's
 cost analysis only the module's total."""
 
-from __future__ import annotations
-
 import collections
 import math
 import re

@@ -3,8 +3,6 @@
 (to its completion, an asynchronous thunk's `end: <op>` marker) and the matrix products' FLOPs (hlo.py);
 the timeline of one step; the table as text. Our own reading: XProf's op profile is empty on CPU."""
 
-from __future__ import annotations
-
 import bisect
 import collections
 import math

@@ -1,8 +1,6 @@
 """JAX device-memory snapshots (pprof `profile.proto`, gzipped): their samples, a summary with the
 largest buffer explained in model terms, one snapshot less another, and `pprof`'s renderings."""
 
-from __future__ import annotations
-
 import gzip
 import itertools
 import logging

@@ -3,8 +3,6 @@ the model's life are live (the parameters' initialisation, one training step fro
 the test split's evaluation), a jax.profiler trace of its steady-state training steps with its op
 table, and summary.json, the report's input. The variant's folder is replaced whole."""
 
-from __future__ import annotations
-
 import argparse
 import gc
 import logging

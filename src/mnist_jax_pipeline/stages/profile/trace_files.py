@@ -1,8 +1,6 @@
 """A jax.profiler trace's files: recorded around a few calls, each in a step annotation, under fixed
 names (a logdir for XProf), and their Chrome-trace events read back."""
 
-from __future__ import annotations
-
 import gzip
 import json
 import zlib

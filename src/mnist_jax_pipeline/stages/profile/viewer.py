@@ -4,8 +4,6 @@ The `xprof` command listens on every interface and has no host option, so XProf'
 runs here in a server bound to loopback, without its gRPC worker (distributed processing only), on a
 copy of the trace: XProf writes caches beside what it opens, and the stage's outputs stay as they were."""
 
-from __future__ import annotations
-
 import argparse
 import errno
 import shutil

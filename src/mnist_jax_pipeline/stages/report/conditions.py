@@ -1,8 +1,6 @@
 """Under what conditions the report measured: the parameters that matter, as values, and how busy the machine was
 while each variant trained (metrics/train/<variant>.run.json), in words."""
 
-from __future__ import annotations
-
 from ...artefacts.training import RunInfo
 from ...config.params import Params
 from ...foundation.runtime import BUSY_SHARE, LOCK_ENV

@@ -3,8 +3,6 @@ name. The style is pinned (matplotlib's defaults plus STYLE, whatever matplotlib
 no version, so the same inputs give the same bytes on every run.
 """
 
-from __future__ import annotations
-
 import base64
 import io
 import math

@@ -1,8 +1,6 @@
 """Number formats of the HTML and Markdown templates (registered as Jinja filters) and of the figures'
 tick labels: bytes in binary units, times in µs, ms or s, never scientific notation; and relative links."""
 
-from __future__ import annotations
-
 import math
 import os
 import re

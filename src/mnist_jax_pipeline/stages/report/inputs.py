@@ -4,8 +4,6 @@ A missing input names the stage that makes it; a corrupt or mistyped one names t
 the stage to re-run. The profile summaries are optional: without one the report says how to make it.
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 from pathlib import Path
 

@@ -2,8 +2,6 @@
 graphs cleaned of scripts, handlers and links and inlined at a fixed size (without one, the report's own icicle
 of the stacks), and XLA's analysis of each compiled step (the train stage's metrics)."""
 
-from __future__ import annotations
-
 import base64
 import re
 import xml.etree.ElementTree as ET

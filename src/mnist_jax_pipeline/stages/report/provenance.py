@@ -1,8 +1,6 @@
 """Where a report comes from (git commit, parameter digest, data checksums, versions, date), and this run
 against the committed baseline: each variant's test accuracy and median epoch now and at git's HEAD."""
 
-from __future__ import annotations
-
 import fnmatch
 import logging
 import os

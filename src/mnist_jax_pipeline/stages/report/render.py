@@ -4,8 +4,6 @@ it), `reports/summary.md` for a pull-request comment, `reports/figures/*.png` an
 The text lives in the Jinja templates beside this module.
 """
 
-from __future__ import annotations
-
 import argparse
 import json
 import logging

@@ -3,8 +3,6 @@ numbers or times at 1-2-5 ticks that never collide (matplotlib alone labels a sh
 minor tick in a smear), and linear limits with a margin that stop at 100 %.
 """
 
-from __future__ import annotations
-
 import math
 from collections.abc import Callable, Iterable
 

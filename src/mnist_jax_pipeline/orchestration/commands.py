@@ -42,87 +42,52 @@ class Command:
 
 
 VARIANT = Option("--variant", "training variant", choices=variants.names())
-PROCESSED = Option("--processed", "folder of the processed arrays", paths.PROCESSED.path)
-ROOT = Option("--root", "folder the stage's outputs go under (a sweep point's)", ".")
+STAGE = (
+    VARIANT,
+    Option("--processed", "the processed arrays", paths.PROCESSED.path),
+    Option("--root", "outputs' folder", "."),
+)
+RAW_OUT = (Option("--out", "output folder", paths.RAW.path),)
+PROCESSED_OUT = (
+    Option("--raw", "the download stage's folder", paths.RAW.path),
+    Option("--out", "output folder", paths.PROCESSED.path),
+)
+POINT = (Option("--sweep", "the sweep's name (sweeps/NAME.yaml)"), Option("--point", "the point's name"))
+PAGE = f"the page (default: sweeps/NAME/{paths.COMPARE_HTML}, with --dvc {paths.EXPERIMENTS_HTML})"
+COMPARE = (
+    Option("--sweep", "a sweep's name", ""),
+    Option("--dvc", "DVC's experiments", switch=True),
+    Option("--out", PAGE, ""),
+)
+CRATE = (Option("--out", "the crate's folder", "."), Option("--validate", "check it, offline", switch=True))
 
 COMMANDS: dict[str, Command] = {
     "check": Command("config.params", "validate the parameters file and exit"),
     "download": Command(
-        "stages.download.stage",
-        "download and prepare the dataset with TFDS (honours MNIST_MIRROR)",
-        (Option("--out", "output folder", paths.RAW.path),),
+        "stages.download.stage", "download and prepare MNIST with TFDS (honours MNIST_MIRROR)", RAW_OUT
     ),
-    "preprocess": Command(
-        "stages.preprocess",
-        "write the versioned training arrays",
-        (
-            Option("--raw", "the download stage's folder", paths.RAW.path),
-            Option("--out", "output folder", paths.PROCESSED.path),
-        ),
-    ),
-    "train": Command("stages.train", "train one variant of the MLP", (VARIANT, PROCESSED, ROOT)),
-    "evaluate": Command("stages.evaluate", "evaluate one trained variant", (VARIANT, PROCESSED, ROOT)),
-    "profile": Command(
-        "stages.profile.stage",
-        "execution trace and device-memory snapshots (pprof) of one trained variant",
-        (VARIANT, PROCESSED, ROOT),
-    ),
+    "preprocess": Command("stages.preprocess", "write the versioned training arrays", PROCESSED_OUT),
+    "train": Command("stages.train", "train one variant of the MLP", STAGE),
+    "evaluate": Command("stages.evaluate", "evaluate one trained variant", STAGE),
+    "profile": Command("stages.profile.stage", "trace and device-memory snapshots of one trained variant", STAGE),
     "report": Command("stages.report.render", "render reports/report.html and reports/summary.md"),
-    "sweep-point": Command(
-        "config.sweeps:write_point",
-        "write a sweep point's params.yaml (Snakemake runs it)",
-        (Option("--sweep", "the sweep's name (sweeps/NAME.yaml)"), Option("--point", "the point's name")),
-        hidden=True,
-    ),
+    "sweep-point": Command("config.sweeps:write_point", "write a sweep point's params.yaml", POINT, hidden=True),
     "sweep-queue": Command(
-        "config.sweeps:queue",
-        "queue a sweep's points as DVC experiments",
-        (Option("--file", "the sweep file, sweeps/NAME.yaml"),),
+        "config.sweeps:queue", "queue a sweep's points as DVC experiments", (Option("--file", "sweeps/NAME.yaml"),)
     ),
-    "compare": Command(
-        "comparison.compare",
-        "one page comparing a sweep's points or DVC's experiments",
-        (
-            Option("--sweep", "a sweep's name (sweeps/NAME.yaml)", ""),
-            Option("--dvc", "DVC's experiments of this commit instead", switch=True),
-            Option(
-                "--out",
-                f"the page (default: sweeps/NAME/{paths.COMPARE_HTML}, with --dvc {paths.EXPERIMENTS_HTML})",
-                "",
-            ),
-        ),
-    ),
-    "show": Command(
-        "comparison.experiments",
-        "DVC's experiments, the baseline and the workspace: one line per"
-        " variant with test accuracy, timings and the changed parameters",
-    ),
+    "compare": Command("comparison.compare", "one page comparing a sweep's points or DVC's experiments", COMPARE),
+    "show": Command("comparison.experiments", "DVC's experiments, the baseline and the workspace, a line per variant"),
     "preset": Command(
-        "config.presets",
-        "merge presets/NAME.yaml over params.yaml and print each changed key",
-        (Option("name", "the preset's name (presets/NAME.yaml)"),),
+        "config.presets", "merge presets/NAME.yaml over params.yaml", (Option("name", "presets/NAME.yaml"),)
     ),
-    "explain": Command(
-        "orchestration.explain",
-        "where an output came from: the job, its parameters, code and inputs, and whether it is current",
-        (Option("path", "an output or provenance record, e.g. models/jit.safetensors"),),
-    ),
-    "crate": Command(
-        "orchestration.crate.command",
-        "write ro-crate-metadata.json: the last run as a Workflow Run RO-Crate",
-        (
-            Option("--out", "the crate's root folder, where ro-crate-metadata.json goes", "."),
-            Option("--validate", "check it against the Provenance Run Crate 0.5 profile (offline)", switch=True),
-        ),
-    ),
+    "explain": Command("orchestration.explain", "where an output came from", (Option("path", "an output or record"),)),
+    "crate": Command("orchestration.crate.command", "write the last run as a Workflow Run RO-Crate", CRATE),
     "viewer": Command(
-        "stages.profile.viewer",
-        "the profile's trace in XProf, served on 127.0.0.1 only (the profile-viewer extra)",
-        (VARIANT, Option("--port", "the web server's port", "8791")),
+        "stages.profile.viewer", "the trace in XProf on 127.0.0.1", (VARIANT, Option("--port", "its port", "8791"))
     ),
     "generate": Command(
         "orchestration.generate",
-        "write dvc.yaml, the Snakemake rules and the params schema from the stage table",
-        (Option("--check", "only check that they are current", switch=True),),
+        "write dvc.yaml, the rules, the schema",
+        (Option("--check", "only compare", switch=True),),
     ),
 }

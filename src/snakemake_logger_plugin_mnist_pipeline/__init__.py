@@ -1,8 +1,7 @@
 """Snakemake's console for this pipeline: `snakemake --logger mnist-pipeline` (profiles/default sets it).
 
-A Snakemake logger plugin (snakemake-interface-logger-plugins): Snakemake finds it by its module name and
-hands it every log record. It writes the calm console of lines.py; with `--verbose` it writes Snakemake's
-own console instead. Snakemake's own log file (.snakemake/log/) is written as always.
+A Snakemake logger plugin: Snakemake finds it by its module name and hands it every log record, filtered as for
+its own console. It writes the calm console of lines.py; with `--verbose`, Snakemake writes its own console.
 """
 
 import logging
@@ -15,31 +14,15 @@ from .lines import Console
 
 class LogHandler(LogHandlerBase):
     writes_to_stream = True
-    writes_to_file = False
-    has_filter = True
-    has_formatter = True
-    needs_rulegraph = False
+    writes_to_file = has_filter = has_formatter = needs_rulegraph = False
 
     def __post_init__(self) -> None:
-        from snakemake.logging import ColorizingTextHandler, DefaultFilter, DefaultFormatter
-
-        settings = self.common_settings
-        self.stream = sys.stdout if settings.stdout else sys.stderr
-        shown = (settings.quiet, settings.debug_dag, settings.verbose, settings.dryrun, settings.printshellcmds)
-        self.addFilter(DefaultFilter(*shown))  # --quiet, --printshellcmds and --debug-dag keep their meaning
-        self.snakemakes: logging.Handler | None = None
-        if settings.verbose:
-            formatter = DefaultFormatter(settings.quiet, settings.show_failed_logs)
-            self.snakemakes = ColorizingTextHandler(nocolor=settings.nocolor, stream=self.stream, formatter=formatter)
-        self.console = Console(dryrun=settings.dryrun)
+        self.writes_to_stream = not self.common_settings.verbose  # if not, Snakemake adds its own console
+        self.console = Console(dryrun=self.common_settings.dryrun)
 
     def emit(self, record: logging.LogRecord) -> None:
-        if self.snakemakes is not None:
-            self.snakemakes.emit(record)
-            return
         try:
-            line = self.console.line(record)
-            if line:
-                print(line, file=self.stream, flush=True)
+            if self.writes_to_stream and (line := self.console.line(record)):
+                print(line, file=sys.stdout if self.common_settings.stdout else sys.stderr, flush=True)
         except Exception:
             self.handleError(record)

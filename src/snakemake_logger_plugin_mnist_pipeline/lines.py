@@ -1,48 +1,39 @@
 """The calm console: Snakemake's log records as the few lines a person running the pipeline reads.
 
-The plan, a line per job as it starts (and why: its marker's first line, `after preprocess`, `no outputs yet`) and as
-it ends (done, failed, stopped), the stages' own lines, one end line; Snakemake's banner and chatter left out, an error
-it raises with a traceback in one line naming the path and the fix, any other message as Snakemake words it.
+The plan, a line per job as it starts (and why) and as it ends, the stages' own lines, one end line; Snakemake's
+banner and chatter left out, an error it raises with a traceback in one line naming the path and the fix.
 """
 
 import logging
 import os
 import re
 import signal
-import time
 from pathlib import Path
 from typing import Any
 
 from platformdirs import user_cache_dir
+from snakemake.logging import DefaultFormatter
 from snakemake_interface_logger_plugins.common import LogEvent
 
 from mnist_jax_pipeline.foundation.console import job_label
 
 AGGREGATES = {"all", "sweeps"}  # rules that only gather other jobs' outputs
-SHOWN = 4  # upstream jobs named in a reason
 MARKERS = ".snakemake/provenance/"  # a job's marker: its first line says why it is not current
 RECORD = re.compile(r"^(?:(?P<root>.+)/)?provenance/(?P<stage>[a-z]+)(?:_(?P<variant>\w+))?\.json$")
 SILENT = {LogEvent(name) for name in ("workflow_started", "job_started", "resources_info", "progress", "rulegraph")}
-LEFT_OUT = re.compile(  # Snakemake's banner and chatter; the stages write atomically: nothing is incomplete
-    r"Assuming unrestricted shared filesystem usage\.|Building DAG of jobs\.\.\.|Using shell: |Provided cores: "
-    r"|Provided resources: |Provided remote nodes: |Rules claiming more threads will be scaled down\."
-    r"|Singularity containers: ignored|Conda environments: ignored|Group jobs: inactive|Select jobs to execute\.\.\."
-    r"|Execute \d+ jobs\.\.\.|Will exit after finishing currently running jobs|Terminating processes on user request"
-    r"|Shutting down, this might take some time\.|Exiting because a job execution failed|Restored previous version of "
-    r"|Cannot restore .*: no backup found\.|--keep-incomplete mode is set"
+SNAKEMAKES = re.compile(  # Snakemake's banner and chatter (left out), the path of its own log, the time the run took
+    r"Assuming unrestricted shared|Building DAG of jobs|Using shell: |Provided (?:cores|resources|remote nodes): "
+    r"|Rules claiming more threads|(?:Singularity containers|Conda environments): ignored|Group jobs: inactive"
+    r"|Select jobs to execute|Execute \d+ jobs|Will exit after finishing|Terminating processes on user request"
+    r"|Shutting down, this might|Exiting because a job execution failed|Restored previous version of "
+    r"|Cannot restore .*: no backup found|--keep-incomplete mode is set"  # the stages write atomically
     r"|Reasons:\n"  # a dry run's summary of the reasons each job line gave
+    r"|Complete log\(s\): (?P<log>.+)|Elapsed time: (?P<elapsed>\S+?)(?:\.\d+)?$"
 )
-COMPLETE_LOG = re.compile(r"Complete log\(s\): (.+)")
-ELAPSED = re.compile(r"Elapsed time: (\S+?)(?:\.\d+)?$")
-# a job's command that failed: its exit status, or the signal that killed its shell (as a status, 128 + its number)
-EXIT = re.compile(
-    r"CalledProcessError.*(?:returned non-zero exit status (\d+)|died with <Signals\.SIG\w+: (\d+)>)", re.S
-)
-CACHE_FIX = (  # where Snakemake cannot write in the home folder
-    "Snakemake keeps its source cache there (in the home folder, or XDG_CACHE_HOME): make it writable,"
-    " or point XDG_CACHE_HOME at a writable folder (XDG_CACHE_HOME=/tmp/cache snakemake ...)"
-)
-OS_ERROR = re.compile(r"(?:\w+Error): \[Errno \d+\] (?P<what>[^:]+): '(?P<path>.+)'$")
+# a job's command that failed: its exit status (128 + a signal's number: stopped by it), or the signal that killed it
+EXIT = re.compile(r"CalledProcessError.*(?:returned non-zero exit status (\d+)|died with <Signals\.(SIG\w+))", re.S)
+SIGNALS = {s.value: s.name for s in signal.Signals}
+OS_ERROR = re.compile(r"\w+Error: \[Errno \d+\] (?P<what>[^:]+): '(?P<path>.+)'$")
 
 
 def rule_label(rule: str, wildcards: dict[str, Any]) -> str:
@@ -54,8 +45,7 @@ def rule_label(rule: str, wildcards: dict[str, Any]) -> str:
 
 def record_label(path: str) -> str | None:
     """The job whose provenance record `path` is (`sweeps/s/p/provenance/train_jit_scan.json`), or None."""
-    found = RECORD.match(path)
-    return job_label(found["stage"], found["variant"], found["root"] or ".") if found else None
+    return job_label(found["stage"], found["variant"], found["root"] or ".") if (found := RECORD.match(path)) else None
 
 
 def marker_reason(path: str) -> str:
@@ -87,7 +77,7 @@ def why(reason: str, inputs: list[str] | None = None) -> str:
     upstream = parts.get("Input files updated by another job", [])
     if upstream:  # the jobs whose records are among the updated inputs
         makers = sorted({label for name in upstream if (label := record_label(name))})
-        return f"after {_some(makers, SHOWN)}" if makers else f"after the job that makes {upstream[0]}"
+        return f"after {_some(makers, shown=4)}" if makers else f"after the job that makes {upstream[0]}"
     if missing:
         return f"{_some(missing)} missing"
     return f"{_some(updated)} changed" if updated else reason
@@ -95,115 +85,91 @@ def why(reason: str, inputs: list[str] | None = None) -> str:
 
 def one_line_error(text: str) -> str:
     """An error Snakemake raised with a traceback, in one line naming the path and the fix."""
-    last = next((line.strip() for line in reversed(text.splitlines()) if line.strip()), text)
-    found = OS_ERROR.match(last)
-    if found is None:
+    last = text.strip().splitlines()[-1].strip()
+    if (found := OS_ERROR.match(last)) is None:
         return f"error: {last} (snakemake --verbose shows where)"
-    path, what = found["path"], found["what"].lower()
-    folders = [Path(user_cache_dir()), Path.home()]
-    cache = any(Path(path).is_relative_to(folder) or folder.is_relative_to(path) for folder in folders)
-    fix = CACHE_FIX if cache else "check that the folder exists, its permissions and the free space"
-    return f"error: {path}: {what}; {fix}"
+    path, said = found["path"], f"error: {found['path']}: {found['what'].lower()}; "
+    if not any(Path(path).is_relative_to(f) or f.is_relative_to(path) for f in (Path(user_cache_dir()), Path.home())):
+        return said + "check that the folder exists, its permissions and the free space"
+    return said + (
+        "Snakemake keeps its source cache there (in the home folder, or XDG_CACHE_HOME): make it writable,"
+        " or point XDG_CACHE_HOME at a writable folder (XDG_CACHE_HOME=/tmp/cache snakemake ...)"
+    )
 
 
 class Console:
     """Turns Snakemake's log records into the calm console's lines (None: nothing to show)."""
 
     def __init__(self, dryrun: bool = False):
-        from snakemake.logging import DefaultFormatter
-
         self.dryrun = dryrun
         self.planned: int | None = None
         self.done = 0
-        self.labels: dict[int, str] = {}  # jobid -> label ('': an aggregate)
-        self.exits: list[tuple[str, int]] = []  # (error text, exit status) of failed shell commands
-        self.failed: list[str] = []
-        self.stopped: list[str] = []
-        self.snakemake_log: str | None = None
+        self.labels: dict[int, str] = {}  # jobid -> label, but for the aggregates
+        self.exits: list[tuple[str, tuple[str, str]]] = []  # (error text, (how its job ended, why)) of failed commands
+        self.ended: dict[str, list[str]] = {"stopped": [], "failed": []}  # the jobs that did not finish
+        self.snakemake_log = ""
         self.snakemakes = DefaultFormatter()  # for the records the calm console does not reword
 
     def line(self, record: logging.LogRecord) -> str | None:
+        """The line a record shows, or None: by its event, `_run_info` for RUN_INFO, `_message` for none."""
         event = getattr(record, "event", None)
-        text = record.getMessage() if record.msg is not None else ""
-        at = time.strftime("%H:%M:%S", time.localtime(record.created))
         if event in SILENT:
             return None
-        if event == LogEvent.RUN_INFO:
-            return self._plan(getattr(record, "stats", {}))
-        if event == LogEvent.JOB_INFO:
-            return self._start(record, at)
-        if event == LogEvent.JOB_FINISHED:
-            return self._finished(getattr(record, "job_id", -1), at)
-        if event == LogEvent.JOB_ERROR:
-            return self._error(record, at)
-        if event == LogEvent.SHELLCMD:
-            return "    " + str(getattr(record, "shellcmd", "") or text)
-        if event == LogEvent.ERROR:
-            return self._exception(text)
-        if event is not None:  # group jobs, DAG debugging: as Snakemake writes them
+        shows = getattr(self, f"_{event.value if event else 'message'}", None)
+        if shows is None:  # group jobs, DAG debugging: as Snakemake writes them
             return self.snakemakes.format(record) or None
-        return self._message(text)
+        text = record.getMessage() if record.msg is not None else ""
+        return shows(vars(record), text, self.snakemakes.formatTime(record, "%H:%M:%S"))
 
-    def _plan(self, stats: dict[str, int]) -> str | None:
+    def _run_info(self, extra: dict[str, Any], text: str, at: str) -> str | None:
         if self.planned is not None:  # a dry run states it twice
             return None
-        counts = {rule: n for rule, n in stats.items() if rule != "total" and rule not in AGGREGATES}
+        counts = {rule: n for rule, n in extra.get("stats", {}).items() if rule != "total" and rule not in AGGREGATES}
         self.planned = sum(counts.values())
         listed = ", ".join(rule if n == 1 else f"{rule} ({n})" for rule, n in counts.items())
         return f"{self.planned} job{'s' if self.planned != 1 else ''} to run: {listed}" if counts else None
 
-    def _start(self, record: logging.LogRecord, at: str) -> str | None:
-        rule = str(getattr(record, "rule_name", ""))
-        label = "" if rule in AGGREGATES else rule_label(rule, dict(getattr(record, "wildcards", {}) or {}))
-        self.labels[int(getattr(record, "jobid", -1))] = label
-        if not label:
+    def _job_info(self, extra: dict[str, Any], text: str, at: str) -> str | None:
+        rule = str(extra.get("rule_name", ""))
+        if rule in AGGREGATES:
             return None
-        reason = why(str(getattr(record, "reason", "")), list(getattr(record, "input", []) or []))
+        label = self.labels[extra.get("jobid", -1)] = rule_label(rule, dict(extra.get("wildcards") or {}))
+        reason = why(str(extra.get("reason", "")), list(extra.get("input") or []))
         return f"would run {label}: {reason}" if self.dryrun else f"{at} start {label}: {reason}"
 
-    def _finished(self, jobid: int, at: str) -> str | None:
-        label = self.labels.get(jobid)
-        if not label:
+    def _job_finished(self, extra: dict[str, Any], text: str, at: str) -> str | None:
+        if (label := self.labels.get(extra.get("job_id", -1))) is None:  # an aggregate
             return None
         self.done += 1
         return f"{at} done  {label}" + (f" ({self.done} of {self.planned})" if self.planned else "")
 
-    def _error(self, record: logging.LogRecord, at: str) -> str:
-        label = self.labels.get(int(getattr(record, "jobid", -1))) or str(getattr(record, "rule_name", "a job"))
-        command = str(getattr(record, "shellcmd", "") or "")
-        status = next((n for text, n in reversed(self.exits) if command and command.strip() in text), None)
-        logs = list(getattr(record, "log", []) or [])
-        where = f"; its log: {logs[0]}" if logs else ""
-        stop = {s.value: s.name for s in signal.Signals}.get((status or 0) - 128)  # 130: stopped by SIGINT
-        if stop:
-            self.stopped.append(label)
-            return f"{at} stopped {label} by {stop}{where}"
-        self.failed.append(label)
-        return f"{at} failed {label}" + (f" (exit status {status})" if status is not None else "") + where
+    def _job_error(self, extra: dict[str, Any], text: str, at: str) -> str:
+        label = self.labels.get(extra.get("jobid", -1)) or str(extra.get("rule_name", "a job"))
+        command = str(extra.get("shellcmd") or "").strip()
+        ended, how = next((e for said, e in reversed(self.exits) if command and command in said), ("failed", ""))
+        self.ended[ended].append(label)
+        return f"{at} {ended} {label}{how}" + (f"; its log: {extra['log'][0]}" if extra.get("log") else "")
 
-    def _exception(self, text: str) -> str | None:
-        found = EXIT.search(text)
-        if found:  # the job's line says it
-            self.exits.append((text, int(found[1]) if found[1] else 128 + int(found[2])))
+    def _shellcmd(self, extra: dict[str, Any], text: str, at: str) -> str:
+        return "    " + str(extra.get("shellcmd") or text)
+
+    def _error(self, extra: dict[str, Any], text: str, at: str) -> str | None:
+        if found := EXIT.search(text):  # the job's line says it
+            status, killed = found.groups()
+            stop = killed or SIGNALS.get(int(status) - 128)  # 130: stopped by SIGINT
+            self.exits.append((text, ("stopped", f" by {stop}") if stop else ("failed", f" (exit status {status})")))
             return None
-        if "At least one job did not complete successfully" in text and (self.failed or self.stopped):
+        if "At least one job did not complete successfully" in text and any(self.ended.values()):
             return None  # the end line says which
         return one_line_error(text) if "Traceback (most recent call last)" in text else text
 
-    def _message(self, text: str) -> str | None:
-        if LEFT_OUT.match(text):
+    def _message(self, extra: dict[str, Any], text: str, at: str) -> str | None:
+        if (found := SNAKEMAKES.match(text)) is None:
+            return text or None
+        if found["log"]:
+            self.snakemake_log = f"; Snakemake's own log: {os.path.relpath(found['log'])}"
+        if not found["elapsed"]:
             return None
-        found = COMPLETE_LOG.match(text)
-        if found:
-            self.snakemake_log = os.path.relpath(found.group(1))
-            return None
-        found = ELAPSED.match(text)
-        return self._end(found.group(1)) if found else (text or None)
-
-    def _end(self, elapsed: str) -> str:
-        where = f"; Snakemake's own log: {self.snakemake_log}" if self.snakemake_log else ""
-        if self.stopped:
-            return f"stopped after {elapsed}: {', '.join(self.stopped + self.failed)}{where}"
-        if self.failed:
-            return f"failed after {elapsed}: {', '.join(self.failed)}{where}"
-        return f"finished in {elapsed}{where}"
+        how = next((f"{ended} after" for ended, labels in self.ended.items() if labels), "finished in")
+        jobs = [label for labels in self.ended.values() for label in labels]
+        return f"{how} {found['elapsed']}" + (f": {', '.join(jobs)}" if jobs else "") + self.snakemake_log

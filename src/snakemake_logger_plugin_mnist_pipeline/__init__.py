@@ -13,6 +13,8 @@ from .lines import Console
 
 
 class LogHandler(LogHandlerBase):
+    """Prints the calm console's lines; under `--verbose` it leaves the stream to Snakemake's own console."""
+
     writes_to_stream = True
     writes_to_file = has_filter = has_formatter = needs_rulegraph = False
 

@@ -111,7 +111,8 @@ class Console:
         self.snakemakes = DefaultFormatter()  # for the records the calm console does not reword
 
     def line(self, record: logging.LogRecord) -> str | None:
-        """The line a record shows, or None: by its event, `_run_info` for RUN_INFO, `_message` for none."""
+        """The line a record shows, or None: the method named by its event says it (`_job_info` for JOB_INFO),
+        `_message` for a record without one."""
         event = getattr(record, "event", None)
         if event in SILENT:
             return None

@@ -1,8 +1,7 @@
 """`mnist-pipeline explain PATH`: where an output came from, and whether it is current.
 
-For an output of a stage (under the project root or a sweep point's folder): the job that made it, the tool that
-ran it and when, the parameters, code and inputs of its record, whether the file is as recorded, and whether the
-job is current now, with the command that fixes it.
+For an output of a stage (the project's or a sweep point's): the job that made it, the tool that ran it and when,
+the parameters, code and inputs of its record, whether the file is as recorded, whether the job is current, the fix.
 """
 
 import argparse

@@ -7,7 +7,7 @@ import argparse
 import json
 import shutil
 import subprocess
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
@@ -46,7 +46,7 @@ class Row:
     params: dict[str, Any]  # flat: dotted key -> value
     train: TrainHeadline
     evaluation: EvalHeadline
-    changed: dict[str, Any] = field(default_factory=dict)  # the parameters that differ from the baseline
+    changed: dict[str, Any] = field(default_factory=dict)  # what differs from the baseline; collect fills it
 
     @property
     def name(self) -> str:
@@ -82,20 +82,19 @@ def collect(listing: list[dict[str, Any]]) -> tuple[list[Row], list[str]]:
     left_out: list[str] = []
     base: dict[str, Any] | None = None
     for entry in listing:
-        data = entry.get("data") or {}
-        if entry.get("rev") == WORKSPACE:
-            rows += _rows(WORKSPACE, None, data, left_out)
-            continue
-        head = _rows(f"HEAD ({entry['name']})" if entry.get("name") else "HEAD", entry.get("rev"), data, left_out)
-        base = head[0].params if base is None and head else base
+        workspace = entry.get("rev") == WORKSPACE
+        name = WORKSPACE if workspace else f"HEAD ({entry['name']})" if entry.get("name") else "HEAD"
+        head = _rows(name, None if workspace else entry.get("rev"), entry.get("data") or {}, left_out)
+        base = head[0].params if base is None and head and not workspace else base
         rows += head
         for experiment in entry.get("experiments") or []:
             for rev in experiment.get("revs") or []:
                 name = rev.get("name") or experiment.get("name") or str(rev.get("rev", "?"))[:7]
                 rows += _rows(name, rev.get("rev"), rev.get("data") or {}, left_out)
     base = base or {}
-    changed = [{k: v for k, v in row.params.items() if k not in base or not same(v, base[k])} for row in rows]
-    return [replace(row, changed=change) for row, change in zip(rows, changed, strict=True)], left_out
+    for row in rows:
+        row.changed.update({k: v for k, v in row.params.items() if k not in base or not same(v, base[k])})
+    return rows, left_out
 
 
 def from_dvc() -> tuple[list[Row], list[str]]:
@@ -130,17 +129,10 @@ def table(rows: list[Row], width: int) -> list[str]:
         )
         for row in rows
     ]
-    widths = [max(len(line[i]) for line in cells) for i in range(len(HEADER) - 1)]
-    lines = [  # names left-aligned, figures right; the last column is cut instead
-        "  ".join(
-            [
-                *(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths, strict=False))),
-                line[-1],
-            ]
-        )
-        for line in cells
-    ]
-    return [line if len(line) <= width else line[: width - 1] + "…" for line in lines]
+    widths = [max(map(len, column)) for column in zip(*cells, strict=True)][:-1]
+    # names left-aligned, figures right; the last column is not padded but cut to fit
+    pattern = "  ".join([*(f"{{:{'<' if i < 2 else '>'}{w}}}" for i, w in enumerate(widths)), "{}"])
+    return [text if len(text) <= width else text[: width - 1] + "…" for text in (pattern.format(*c) for c in cells)]
 
 
 def main(args: argparse.Namespace) -> None:

@@ -27,8 +27,6 @@ def split_indices(count: int, config: PreprocessConfig) -> tuple[np.ndarray, np.
     if config.max_train_examples and config.max_train_examples < count:
         keep = np.sort(rng.permutation(count)[: config.max_train_examples])
     _, n_val = split_sizes(count, config)
-    if n_val == 0:
-        return keep, keep[:0]
     shuffled = rng.permutation(keep)
     return np.sort(shuffled[n_val:]), np.sort(shuffled[:n_val])
 
@@ -52,39 +50,30 @@ def _deskew_chunk(images: np.ndarray) -> np.ndarray:
     count = len(images)
     pixels = images.reshape(count, SIDE, SIDE).astype(np.int64)
     index = np.arange(SIDE, dtype=np.int64)
-    mass = pixels.sum(axis=(1, 2))
     row_mass, col_mass = pixels.sum(axis=2), pixels.sum(axis=1)  # (count, SIDE) each
-    sum_r, sum_c = row_mass @ index, col_mass @ index
-    sum_rr = row_mass @ (index * index)
-    sum_rc = np.einsum("nrc,r,c->n", pixels, index, index)
-    spread = mass * sum_rr - sum_r * sum_r  # m^2 var(r), exact
-    skew = mass * sum_rc - sum_r * sum_c  # m^2 cov(r, c), exact
-    usable = (mass > 0) & (spread > 0)
+    mass, sum_r, sum_c = row_mass.sum(axis=1), row_mass @ index, col_mass @ index
+    spread = mass * (row_mass @ (index * index)) - sum_r * sum_r  # m^2 var(r), exact
+    skew = mass * np.einsum("nrc,r,c->n", pixels, index, index) - sum_r * sum_c  # m^2 cov(r, c), exact
+    usable = spread > 0  # some mass, on more than one row
+    spread, mass = np.where(usable, spread, 1), np.where(usable, mass, 1)
     centre = (SIDE - 1) / 2
-    safe_mass = np.where(usable, mass, 1)
-    alpha = np.where(usable, skew / np.where(usable, spread, 1), 0.0)
-    shift_r = np.where(usable, sum_r / safe_mass - centre, 0.0)
-    shift_c = np.where(usable, sum_c / safe_mass - centre, 0.0)
     rows = index.astype(np.float64)
-    source_r = rows[None, :] + shift_r[:, None]  # (count, SIDE): one source row per output row
-    source_c = (
-        rows[None, None, :] + shift_c[:, None, None] + alpha[:, None, None] * (rows[None, :, None] - centre)
-    )  # (count, SIDE, SIDE)
-    padded = np.zeros((count, SIDE + 2, SIDE + 2), np.float64)  # a ring of zeros: 0 outside the image
-    padded[:, 1:-1, 1:-1] = pixels
-    top = np.floor(source_r).astype(np.int64)
-    left = np.floor(source_c).astype(np.int64)
-    down, right = (source_r - top)[:, :, None], source_c - left
+    source_r = rows[None, :] + (sum_r / mass - centre)[:, None]  # (count, SIDE): one source row per output row
+    shift_c, alpha = (sum_c / mass - centre)[:, None, None], (skew / spread)[:, None, None]
+    source_c = rows[None, None, :] + shift_c + alpha * (rows[None, :, None] - centre)  # (count, SIDE, SIDE)
+    padded = np.pad(pixels, ((0, 0), (1, 1), (1, 1))).astype(np.float64)  # a ring of zeros: 0 outside the image
+    top, left = np.floor(source_r).astype(np.int64)[:, :, None], np.floor(source_c).astype(np.int64)
+    down, right = source_r[:, :, None] - top, source_c - left
     n = np.arange(count)[:, None, None]
 
     def at(r: np.ndarray, c: np.ndarray) -> np.ndarray:
         return padded[n, np.clip(r + 1, 0, SIDE + 1), np.clip(c + 1, 0, SIDE + 1)]
 
-    r0, r1 = top[:, :, None], top[:, :, None] + 1
-    value = (1 - down) * ((1 - right) * at(r0, left) + right * at(r0, left + 1)) + down * (
-        (1 - right) * at(r1, left) + right * at(r1, left + 1)
+    value = (1 - down) * ((1 - right) * at(top, left) + right * at(top, left + 1)) + down * (
+        (1 - right) * at(top + 1, left) + right * at(top + 1, left + 1)
     )
-    return np.clip(np.rint(value), 0, 255).astype(np.uint8).reshape(images.shape)
+    deskewed = np.clip(np.rint(value), 0, 255).astype(np.uint8)
+    return np.where(usable[:, None, None], deskewed, images.reshape(count, SIDE, SIDE)).reshape(images.shape)
 
 
 def transform(images: np.ndarray, config: PreprocessConfig, mean: float, std: float) -> np.ndarray:
@@ -140,10 +129,8 @@ def preprocess(
             f"{raw_dir}: {len(train_labels)} training examples leave none after the validation"
             " split; lower preprocess.validation_fraction in params.yaml"
         )
-    mean, std = 0.0, 1.0
-    if config.normalize == "standardize":
-        mean, std = pixel_moments(train_images[train_idx])
-        std = std or 1.0
+    mean, std = pixel_moments(train_images[train_idx]) if config.normalize == "standardize" else (0.0, 1.0)
+    std = std or 1.0
     parts = {
         "train": (train_images[train_idx], train_labels[train_idx]),
         "val": (train_images[val_idx], train_labels[val_idx]),

@@ -5,6 +5,7 @@ the bytes came from is recorded nowhere, so it never changes a stage's hash."""
 
 import argparse
 import contextlib
+import gzip
 import io
 import logging
 import os
@@ -25,14 +26,12 @@ from ...config.params import Params, load
 from ...foundation import console, paths
 from ...foundation.errors import PipelineError
 from ...foundation.terminal import progress_wanted
-from .datasets import PINNED, SPLIT_FILES, PinnedFile
-from .idx import read_pair
+from .datasets import PINNED, SPLIT_LABELS, PinnedFile
 
 log = logging.getLogger(__name__)
 
 MIRROR_ENV = "MNIST_MIRROR"
 CONNECT_TIMEOUT_S = 3.0
-TFDS_MAX_RETRIES = 1
 
 
 def verify_file(path: Path, pinned: PinnedFile) -> None:
@@ -64,19 +63,19 @@ def mirror_from_env(setting: str | None = None) -> Path | None:
 
 
 def _check_network(dataset: str) -> None:
-    """Without a mirror: HTTPS sources only, and their host reachable (else fail fast, naming MNIST_MIRROR)."""
-    for pinned in PINNED[dataset]:
-        if urlparse(pinned.url).scheme != "https":
-            raise PipelineError(
-                f"{dataset}: TFDS fetches {pinned.name} over plain HTTP ({pinned.url}), which this pipeline"
-                f" refuses; download the four files yourself and set {MIRROR_ENV} to their folder"
-            )
-    host = urlparse(PINNED[dataset][0].url)
+    """Without a mirror: an HTTPS source (one host serves a dataset's files), reachable, else fail fast."""
+    first = PINNED[dataset][0]
+    url = urlparse(first.url)
+    if url.scheme != "https":
+        raise PipelineError(
+            f"{dataset}: TFDS fetches {first.name} over plain HTTP ({first.url}), which this pipeline"
+            f" refuses; download the four files yourself and set {MIRROR_ENV} to their folder"
+        )
     try:
-        socket.create_connection((host.hostname, host.port or 443), timeout=CONNECT_TIMEOUT_S).close()
+        socket.create_connection((url.hostname, url.port or 443), timeout=CONNECT_TIMEOUT_S).close()
     except OSError as err:
         raise PipelineError(
-            f"cannot reach {host.hostname} ({err}); offline, set {MIRROR_ENV} to a folder holding the"
+            f"cannot reach {url.hostname} ({err}); offline, set {MIRROR_ENV} to a folder holding the"
             " four original .gz files (see README)"
         ) from err
 
@@ -101,13 +100,11 @@ def _prepare_with_tfds(dataset: str, data_dir: Path, manual_dir: Path | None) ->
     import tensorflow_datasets as tfds
     from tensorflow_datasets.core.download import downloader
 
-    downloader.MAX_RETRIES = TFDS_MAX_RETRIES
+    downloader.MAX_RETRIES = 1  # the host was just reached; a failure is reported, not retried at length
     if not progress_wanted():  # TFDS's own bars on a terminal, as the training bars
         tfds.disable_progress_bar()
     builder = tfds.builder(dataset, data_dir=str(data_dir))
-    config = tfds.download.DownloadConfig(
-        manual_dir=str(manual_dir) if manual_dir else None, force_checksums_validation=True
-    )
+    config = tfds.download.DownloadConfig(manual_dir=manual_dir, force_checksums_validation=True)
     try:
         with prints_to_details():
             builder.download_and_prepare(download_config=config)
@@ -117,44 +114,41 @@ def _prepare_with_tfds(dataset: str, data_dir: Path, manual_dir: Path | None) ->
     return builder
 
 
-def _collect_downloads(downloads: Path, idx_dir: Path, dataset: str) -> None:
-    """Copy the files TFDS downloaded into `idx_dir`, matched by their pinned checksum."""
-    by_sha = {p.sha256: p for p in PINNED[dataset]}
-    for path in downloads.rglob("*"):
-        if path.is_file() and path.stat().st_size in {p.size for p in PINNED[dataset]}:
-            pinned = by_sha.get(file_sha256(path))
-            if pinned:
-                shutil.copyfile(path, idx_dir / pinned.name)
+def _keep_originals(dataset: str, mirror: Path | None, downloads: Path, idx_dir: Path) -> None:
+    """Copy the pinned files into `idx_dir`, from the mirror or from TFDS's downloads (found by checksum), verified."""
+    sizes = {p.size for p in PINNED[dataset]}
+    found = {file_sha256(p): p for p in downloads.rglob("*") if p.is_file() and p.stat().st_size in sizes}
+    idx_dir.mkdir()
     for pinned in PINNED[dataset]:
+        source = mirror / pinned.name if mirror else found.get(pinned.sha256)
+        if source:
+            shutil.copyfile(source, idx_dir / pinned.name)
         verify_file(idx_dir / pinned.name, pinned)
 
 
-def _export_arrays(builder: Any, out: Path) -> dict[str, SplitCount]:
-    """Export each split as uint8 .npy arrays; their counts and label histograms."""
+def _export_arrays(builder: Any, idx_dir: Path, out: Path) -> dict[str, SplitCount]:
+    """Each split as uint8 .npy arrays, its labels checked against the verified IDX file's; their counts and label
+    histograms."""
     import tensorflow_datasets as tfds
 
     out.mkdir()
     splits: dict[str, SplitCount] = {}
-    for split in ("train", "test"):
+    for split, labels_name in SPLIT_LABELS.items():
         data = tfds.as_numpy(builder.as_dataset(split=split, batch_size=-1, shuffle_files=False))
         images = np.asarray(data["image"], dtype=np.uint8).reshape(-1, 28, 28)
         labels = np.asarray(data["label"]).astype(np.uint8)
-        storage.save_array(out / f"{split}_images.npy", images)
-        storage.save_array(out / f"{split}_labels.npy", labels)
-        splits[split] = SplitCount(count=len(labels), label_histogram=np.bincount(labels, minlength=10).tolist())
-    return splits
-
-
-def _cross_check(idx_dir: Path, splits: dict[str, SplitCount]) -> None:
-    """The TFDS export must hold exactly the examples of the raw IDX files (counts and labels)."""
-    for split, (images_name, labels_name) in SPLIT_FILES.items():
-        images, labels = read_pair(idx_dir / images_name, idx_dir / labels_name)
         histogram = np.bincount(labels, minlength=10).tolist()
-        if images.shape[0] != splits[split].count or histogram != splits[split].label_histogram:
+        # a labels file past its 8-byte IDX header (magic number, count): its bytes are the pinned ones
+        raw_labels = np.frombuffer(gzip.decompress((idx_dir / labels_name).read_bytes()), np.uint8, offset=8)
+        if np.bincount(raw_labels, minlength=10).tolist() != histogram:
             raise PipelineError(
                 f"{idx_dir / labels_name}: TFDS's {split} split disagrees with the raw IDX labels;"
                 " delete data/raw and re-run 'download'"
             )
+        storage.save_array(out / f"{split}_images.npy", images)
+        storage.save_array(out / f"{split}_labels.npy", labels)
+        splits[split] = SplitCount(count=len(labels), label_histogram=histogram)
+    return splits
 
 
 def download(params: Params, out_dir: str | Path = paths.RAW.path, mirror: str | None = None) -> Manifest:
@@ -162,35 +156,26 @@ def download(params: Params, out_dir: str | Path = paths.RAW.path, mirror: str |
     import tensorflow_datasets as tfds
 
     dataset = params.data.dataset
-    pinned = PINNED[dataset]
     mirror_dir = mirror_from_env(mirror)
     if mirror_dir is None:
         _check_network(dataset)
     else:
-        for item in pinned:
-            verify_file(mirror_dir / item.name, item)
+        for pinned in PINNED[dataset]:
+            verify_file(mirror_dir / pinned.name, pinned)
         log.info("using the mirror %s (checksums verified)", mirror_dir)
     started = time.perf_counter()
     with atomic.atomic_dir(out_dir) as tmp:
-        idx_dir, tfds_dir = tmp / "idx", tmp / "tfds-work"
-        idx_dir.mkdir()
-        if mirror_dir is not None:
-            for item in pinned:
-                shutil.copyfile(mirror_dir / item.name, idx_dir / item.name)
-                verify_file(idx_dir / item.name, item)
         # TFDS's own TFRecords are not kept: their bytes differ from run to run (the order in which
         # protobuf writes each example's feature map), and the arrays hold the same examples.
-        builder = _prepare_with_tfds(dataset, tfds_dir, idx_dir if mirror_dir else None)
-        if mirror_dir is None:
-            _collect_downloads(tfds_dir / "downloads", idx_dir, dataset)
-        splits = _export_arrays(builder, tmp / "arrays")
-        shutil.rmtree(tfds_dir)
-        _cross_check(idx_dir, splits)
+        builder = _prepare_with_tfds(dataset, tmp / "tfds-work", mirror_dir)
+        _keep_originals(dataset, mirror_dir, tmp / "tfds-work" / "downloads", tmp / "idx")
+        splits = _export_arrays(builder, tmp / "idx", tmp / "arrays")
+        shutil.rmtree(tmp / "tfds-work")
         manifest = Manifest(
             dataset=dataset,
             tfds_version=tfds.__version__,
             builder_version=str(builder.info.version),
-            files={p.name: SourceFile(sha256=p.sha256, size=p.size, url=p.url) for p in pinned},
+            files={p.name: SourceFile(sha256=p.sha256, size=p.size, url=p.url) for p in PINNED[dataset]},
             splits=splits,
         )
         storage.write_model(tmp / "manifest.json", manifest)

@@ -174,7 +174,7 @@ from mnist_jax_pipeline.config.params import load
 
 checker = freshness.Checker(load("params.yaml"))
 job = Job(stage_table.get("download"))
-checker.record(job, checker.inputs(job))
+checker.write(job, checker.inputs(job))
 """
 
 

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from mnist_files import read_split
 from ruamel.yaml import YAML
 
 from mnist_jax_pipeline.artefacts.dataset import load_raw_split, read_manifest
@@ -48,8 +49,6 @@ from mnist_jax_pipeline.foundation.numerics import set_numerics
 from mnist_jax_pipeline.foundation.runtime import cpu_model, device_info
 from mnist_jax_pipeline.mlp import loops
 from mnist_jax_pipeline.mlp.model import loss_and_accuracy
-from mnist_jax_pipeline.stages.download.datasets import SPLIT_FILES
-from mnist_jax_pipeline.stages.download.idx import read_pair
 from mnist_jax_pipeline.stages.preprocess import deskew, pixel_moments, split_indices, transform
 from mnist_jax_pipeline.stages.train import initial_state, loop_inputs, run_epochs
 
@@ -102,8 +101,8 @@ def raw_splits(
         train_x, train_y = synthetic_digits(count, 1)
         test_x, test_y = synthetic_digits(max(count // 6, 1), 2)
         return train_x, train_y, test_x, test_y, "synthetic"
-    train_x, train_y = read_pair(*(Path(mirror) / name for name in SPLIT_FILES["train"]))
-    test_x, test_y = read_pair(*(Path(mirror) / name for name in SPLIT_FILES["test"]))
+    train_x, train_y = read_split(Path(mirror), "train")
+    test_x, test_y = read_split(Path(mirror), "test")
     if examples:
         train_x, train_y = train_x[:examples], train_y[:examples]
     return train_x, train_y, test_x, test_y, f"MNIST from {mirror}"

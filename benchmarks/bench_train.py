@@ -41,6 +41,7 @@ from typing import Any
 import jax
 import numpy as np
 import roofline
+from mnist_files import read_split
 from tutorial_loop import TutorialLoop
 
 from mnist_jax_pipeline.artefacts.storage import write_json
@@ -52,8 +53,6 @@ from mnist_jax_pipeline.foundation.runtime import cpu_model, device_info
 from mnist_jax_pipeline.mlp import loops
 from mnist_jax_pipeline.mlp.loops.base import steps_per_epoch
 from mnist_jax_pipeline.mlp.progress import EpochProgress
-from mnist_jax_pipeline.stages.download.datasets import SPLIT_FILES
-from mnist_jax_pipeline.stages.download.idx import read_pair
 from mnist_jax_pipeline.stages.download.stage import mirror_from_env
 from mnist_jax_pipeline.stages.train import initial_state, loop_inputs
 
@@ -71,7 +70,7 @@ def load_data(synthetic: bool, examples: int | None) -> tuple[np.ndarray, np.nda
     """uint8 images (N, 28, 28) and labels: MNIST's training split from MNIST_MIRROR, else synthetic."""
     mirror = mirror_from_env()
     if not synthetic and mirror:
-        images, labels = read_pair(*(Path(mirror) / name for name in SPLIT_FILES["train"]))
+        images, labels = read_split(Path(mirror), "train")
         source = f"MNIST train split from {mirror}"
     else:
         rng = np.random.default_rng(0)

@@ -3,13 +3,17 @@ one-line refusals a stage gives (the orchestrators' side is in test_content.py a
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from conftest import run_stages, tiny_params_dict, write_params, write_raw
+from conftest import ROOT, run_stages, tiny_params_dict, write_params, write_raw
 from mnist_jax_pipeline.artefacts.provenance import files_under
 from mnist_jax_pipeline.cli import main
 from mnist_jax_pipeline.config.params import load
@@ -125,3 +129,42 @@ def test_a_file_of_any_size_is_hashed_to_its_sha256(tmp_path):
         path = tmp_path / f"f{size}"
         path.write_bytes(os.urandom(size))
         assert file_sha256(path) == hashlib.sha256(path.read_bytes()).hexdigest(), size
+
+
+EDIT = 'import sys\n\nprint("the edited code ran", file=sys.stderr)\n'
+
+
+@pytest.mark.parametrize("target", ["orchestration/jobs.py", "stages/preprocess.py"])
+def test_a_record_names_only_code_that_ran_whenever_the_code_is_edited(tmp_path, target):
+    """A code file edited at each moment of a stage's life, from before the package loads to after the
+    record: the record names the code that ran, or the stage refuses in one line and replaces nothing."""
+    from workspace import env
+
+    base = tmp_path / "base"
+    for name in ("src", "requirements"):
+        shutil.copytree(ROOT / name, base / name, ignore=shutil.ignore_patterns("__pycache__"))
+    write_params(base / "params.yaml", tiny_params_dict(variants=["jit"]))
+    write_raw(base / "data" / "raw")
+    file = f"src/mnist_jax_pipeline/{target}"
+    original = (base / file).read_bytes()
+    outcomes = set()
+    for delay in (0.0, 0.15, 0.3, 0.5, 0.8, 1.2, 2.0, 4.0):
+        root = shutil.copytree(base, tmp_path / f"at-{delay}")
+        stage = subprocess.Popen(
+            ["mnist-pipeline", "preprocess"], cwd=root, env=env(root), stderr=subprocess.PIPE, text=True
+        )
+        time.sleep(delay)
+        with open(root / file, "a", encoding="utf-8") as code:
+            code.write(EDIT)
+        said = stage.communicate(timeout=300)[1]
+        ran = (original + EDIT.encode()) if "the edited code ran" in said else original
+        record = root / "provenance" / "preprocess.json"
+        if stage.returncode == 0:
+            assert json.loads(record.read_text())["code"][file] == hashlib.sha256(ran).hexdigest(), (delay, said)
+            outcomes.add("recorded the edited code" if ran != original else "recorded the code before the edit")
+        else:
+            refusal = said.strip().splitlines()[-1]
+            assert "changed while 'preprocess' ran" in refusal or "made by other code" in refusal, said
+            assert not record.exists() and not (root / "data" / "processed").exists(), delay
+            outcomes.add("refused")
+    assert {"refused", "recorded the code before the edit"} <= outcomes, outcomes

@@ -9,8 +9,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from .. import LOADED_NS
 from ..artefacts import atomic
-from ..artefacts.provenance import Execution, Hashes, Stamp, files_under
+from ..artefacts.provenance import Execution, Hashes, Stamp, file_sha256, files_under
 from ..config.params import Params
 from ..foundation.errors import PipelineError
 from . import stage_table
@@ -120,6 +121,22 @@ class Recorder:
                 raise PipelineError(
                     f"{name}: differs from the installed package ({installed}); install the"
                     " checkout's code: pip install -e . (or rebuild the image)"
+                )
+
+    def check_unchanged(self, job: Job) -> None:
+        """Refuse to record code that may not be what ran: a code file changed since the package began to
+        load (its status time), or since its digest was taken."""
+        for name, digest in self.code(job.stage).items():
+            path = Path(name)
+            loaded = PACKAGE_DIR / path.relative_to(CODE_ROOT) if CODE_ROOT in path.parents else path
+            try:
+                changed = (loaded != path and loaded.stat().st_ctime_ns > LOADED_NS) or file_sha256(loaded) != digest
+            except OSError:
+                changed = True
+            if changed:
+                raise PipelineError(
+                    f"{name}: changed while '{job.name}' ran, so its record would name code that did not run;"
+                    f" nothing was replaced, run it again"
                 )
 
     def write(self, job: Job, inputs: dict[str, str], execution: Execution | None = None) -> None:

@@ -166,11 +166,11 @@ def stage(args: argparse.Namespace, command: Command) -> Iterator[Callable[[argp
     upstream = [p for producer, _ in job.producers(checker.params.variants) for p in producer.outputs()]
     hashing = threading.Thread(target=checker.hashes.prefetch, args=(upstream,), daemon=True)
     hashing.start()
+    checker.check_installed(job.stage)  # the code's digests, taken before the stage's code is imported
     spent = time.perf_counter() - clock
     function = command.function()  # its imports take a second or more: the hashing runs meanwhile
     clock = time.perf_counter()
     hashing.join()
-    checker.check_installed(job.stage)
     inputs: dict[str, str] = {}
     if job.stage.inputs:  # the jobs upstream must be current
         from .freshness import Checker
@@ -180,4 +180,5 @@ def stage(args: argparse.Namespace, command: Command) -> Iterator[Callable[[argp
     spent += time.perf_counter() - clock
     with atomic.together():
         yield function
+        checker.check_unchanged(job)  # before the outputs are put in place
     checker.write(job, inputs, Execution(tool=running_tool(), started=started, ended=now(), checks_s=round(spent, 4)))

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import mirror_dir, tiny_params_dict, write_params
+from conftest import mirror_dir, run_stages, tiny_params_dict, write_params
 from mnist_jax_pipeline.artefacts.provenance import file_sha256
 from mnist_jax_pipeline.cli import main
 from mnist_jax_pipeline.orchestration.explain import find_job, short
@@ -255,6 +255,7 @@ def test_a_sweep_points_model(runs, tmp_path, capsys, monkeypatch) -> None:
     params = yaml.safe_load((ws / "params.yaml").read_text())
     params["train"]["step_size"] = 0.02
     write_params(point / "params.yaml", params)
+    (ws / "sweeps/lr.yaml").write_text("variant: jit\npoints:\n  - train.step_size: 0.02\n")
     sh(ws, "mnist-pipeline", "--params", f"{POINT}/params.yaml", "train", "--variant", "jit", "--root", POINT)
     lines = explained(ws, f"{POINT}/models/jit.safetensors", capsys, monkeypatch)
     assert lines[0] == f"{POINT}/models/jit.safetensors"
@@ -265,3 +266,32 @@ def test_a_sweep_points_model(runs, tmp_path, capsys, monkeypatch) -> None:
     evaluated = explained(ws, f"{POINT}/metrics/evaluate/jit.json", capsys, monkeypatch)
     assert line(evaluated, "made by").startswith("evaluate@jit [lr/step_size=0.02]: not made yet")
     assert line(evaluated, "fix").startswith("re-run the sweep: snakemake --cores all sweeps")
+
+
+@pytest.mark.slow
+def test_a_sweep_point_is_current_only_while_its_sweep_file_gives_it(tiny_tree, tmp_path, capsys, monkeypatch) -> None:
+    """A point whose sweep file no longer lists it, or gives it other parameters under the same name, is not current."""
+    ws = tmp_path / "ws"
+    shutil.copytree(tiny_tree, ws)
+    sweep, point, model = ws / "sweeps/tiny.yaml", "step_size=0.2", "sweeps/tiny/step_size=0.2/models/jit.safetensors"
+    sweep.parent.mkdir()
+    sweep.write_text("variant: jit\npoints:\n  - train.step_size: 0.2\n")
+    run_stages(
+        ws,
+        ["sweep-point", "--sweep", "tiny", "--point", point],
+        ["--params", f"sweeps/tiny/{point}/params.yaml", "train", "--variant", "jit", "--root", f"sweeps/tiny/{point}"],
+    )
+    assert line(explained(ws, model, capsys, monkeypatch), "current") == "yes"
+    sweep.write_text("variant: jit\npoints:\n  - train.step_size: 0.3\n")
+    lines = explained(ws, model, capsys, monkeypatch)
+    assert line(lines, "current") == f"no: sweeps/tiny.yaml does not list the point '{point}'"
+    assert line(lines, "fix") == f"list the point in sweeps/tiny.yaml, or delete sweeps/tiny/{point}"
+    sweep.write_text("variant: jit\npoints:\n  - train.step_size: 0.2\n")
+    epochs = yaml.safe_load((ws / "params.yaml").read_text())["train"]["epochs"]
+    with kept(ws / "params.yaml"):
+        set_params(ws, **{"train.epochs": epochs + 1})  # every point's base: the point keeps its name, not its values
+        lines = explained(ws, model, capsys, monkeypatch)
+        made = f"made with train.epochs: {epochs} in the record, {epochs + 1} in sweeps/tiny.yaml"
+        assert line(lines, "current") == f"no: {model}: {made}"
+    sweep.unlink()
+    assert line(explained(ws, model, capsys, monkeypatch), "current").startswith("no: sweeps/tiny.yaml: missing")

@@ -1,7 +1,8 @@
 """`mnist-pipeline explain PATH`: where an output came from, and whether it is current.
 
 For an output of a stage (the project's or a sweep point's): the job that made it, the tool that ran it and when,
-the parameters, code and inputs of its record, whether the file is as recorded, whether the job is current, the fix.
+the parameters, code and inputs of its record, whether the file is as recorded, whether the job is current (a sweep
+point's: as its sweep file gives it now), the fix.
 """
 
 import argparse
@@ -13,11 +14,12 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from ..artefacts.provenance import Execution, Stamp
-from ..config.params import load
+from ..config.params import Params, load
 from ..foundation import console, paths, variants
 from ..foundation.errors import PipelineError
 from . import stage_table
 from .commands import COMMANDS
+from .crate.records import point_params
 from .freshness import Checker
 from .jobs import CODE_ROOT, Job, all_jobs
 
@@ -146,8 +148,12 @@ def unlisted(job: Job, checker: Checker) -> str | None:
     return f"list '{job.variant}' in {checker.params_path}'s variants (no tool runs '{job.name}' until then)"
 
 
-def current_lines(job: Job, checker: Checker) -> list[str]:
-    """`yes`, or the first reason it is not (its own, else of a job upstream) and the command that fixes it."""
+def current_lines(job: Job, checker: Checker, gone: str | None = None) -> list[str]:
+    """`yes`, or the first reason it is not (`gone`: why no sweep gives its point now, and the fix after '; '; its own,
+    else of a job upstream) and the command that fixes it."""
+    if gone:
+        reason, _, fix = gone.rpartition("; ")
+        return [_label("current") + f"no: {reason}", _label("fix") + fix]
     listing = unlisted(job, checker)
     culprit = job if listing else next((j for j in [job, *checker.ancestors(job)] if checker.problems(j)), None)
     if culprit is None:
@@ -182,16 +188,20 @@ def explain(path: str, params_path: str = "params.yaml") -> list[str]:
     params_file = job.root / paths.POINT_PARAMS if point else Path(params_path)
     if point and not params_file.is_file():  # the point is not written yet (the project's own: load says so)
         return not_recorded(rel, job, f"no {params_file}")
-    checker = Checker(load(params_file), str(params_file))
+    swept = point_params(job.root, params_path) if point else None  # what the point's sweep file gives it now
+    gone = swept if isinstance(swept, str) else None
+    if isinstance(swept, Params):
+        checker = Checker(swept, f"{job.root.parent}.yaml")
+    else:
+        checker = Checker(load(params_file), str(params_file))
     stamp = checker.read(job)
     if stamp is None or stamp.stage != job.name:
         why = "not a record of this job" if job.stamp_path.exists() else "no such record"
-        return not_recorded(rel, job, why, unlisted(job, checker))
+        return not_recorded(rel, job, why, gone.rpartition("; ")[2] if gone else unlisted(job, checker))
     lines = [str(rel), _label("made by") + f"{_name(job)}, recorded in {job.stamp_path}", run_line(stamp.run)]
-    lines += params_lines(stamp, checker.made_from(job), str(params_file)) + code_lines(stamp, job.stage)
-    return (
-        lines + input_lines(stamp, job, checker) + [file_line(rel, job, stamp, checker), *current_lines(job, checker)]
-    )
+    lines += params_lines(stamp, checker.made_from(job), checker.params_path) + code_lines(stamp, job.stage)
+    lines += input_lines(stamp, job, checker) + [file_line(rel, job, stamp, checker)]
+    return lines + current_lines(job, checker, gone)
 
 
 def main(args: argparse.Namespace) -> None:

@@ -42,4 +42,4 @@ def main(args: argparse.Namespace) -> None:
 
         validate(metadata, out, out / METADATA)
     atomic.write_text(out / METADATA, json.dumps(metadata, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
-    print(f"wrote {out / METADATA}: {len(jobs)} jobs" + (f", {len(warnings)} records left out" if warnings else ""))
+    print(f"wrote {out / METADATA}: {len(jobs)} jobs" + (f", {len(warnings)} warning(s) above" if warnings else ""))

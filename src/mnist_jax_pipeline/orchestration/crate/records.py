@@ -1,16 +1,20 @@
-"""The jobs of the last run, read from their provenance records alone, each checked against the disk."""
+"""The jobs of the last run, read from their provenance records, each checked against the disk, the project's
+variants and its sweep files."""
 
 from dataclasses import dataclass
-from pathlib import Path
+from datetime import datetime
+from itertools import groupby
+from pathlib import Path, PurePosixPath
 
 from pydantic import ValidationError
 
 from ...artefacts.provenance import Hashes, Stamp
 from ...config import sweeps
+from ...config.params import DEFAULT_PARAMS, Params, load, validate
 from ...foundation import paths
-from ...foundation.errors import PipelineError
+from ...foundation.errors import PipelineError, clip
 from .. import stage_table
-from ..jobs import Job
+from ..jobs import Job, all_jobs
 
 RERUN = "snakemake --cores all, or dvc repro"
 
@@ -27,9 +31,36 @@ class RecordedJob(Job):
         return self.name + ("" if self.root == Path(".") else f" [{self.root.as_posix()}]")
 
 
+def when(text: object) -> datetime | None:
+    """`text` as an ISO 8601 time with its zone; None when it is not one."""
+    try:
+        time = datetime.fromisoformat(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    return time if time and time.tzinfo else None
+
+
+def untrue(record: Stamp) -> str | None:
+    """What the record states that cannot be so: a time that is not an ISO 8601 time with its zone, an end before
+    its start, a file outside the project (absolute, or through '..'); None when there is nothing."""
+    run = record.run
+    if run:
+        started, ended = when(run.started), when(run.ended)
+        if started is None or ended is None:
+            key, text = ("run.started", run.started) if started is None else ("run.ended", run.ended)
+            return f"{key} '{clip(text, 40)}' is not an ISO 8601 time with its zone"
+        if ended < started:
+            return f"it ends ({run.ended}) before it starts ({run.started})"
+    for name in sorted({*record.code, *record.inputs, *record.outputs}):
+        path = PurePosixPath(name)
+        if not path.parts or path.is_absolute() or ".." in path.parts or path.as_posix() != name:
+            return f"it names '{clip(name, 60)}', which is no file inside the project"
+    return None
+
+
 def read(path: Path, hashes: Hashes) -> RecordedJob | str:
-    """The job a record describes, or why it is left out (one line): unreadable, not this job's, or a file it
-    names now missing or changed."""
+    """The job a record describes, or why it is left out (one line): unreadable, not this job's, stating what cannot
+    be so, or a file it names now missing or changed."""
     try:
         record = Stamp.model_validate_json(path.read_bytes())
     except (OSError, ValueError, ValidationError):
@@ -39,6 +70,9 @@ def read(path: Path, hashes: Hashes) -> RecordedJob | str:
     job = RecordedJob(stage, variant or None, path.parent.parent, record=record) if stage else None
     if job is None or job.stamp_path != path:
         return f"{path}: names the job '{record.stage}', which does not write this record; delete it"
+    wrong = untrue(record)
+    if wrong:
+        return f"{job.label} left out: {path}: {wrong}; re-run it to record it again ({RERUN})"
     for file, digest in sorted({**record.code, **record.inputs, **record.outputs}.items()):
         if not Path(file).is_file() or hashes.of(Path(file)) != digest:
             state = f"changed since '{record.stage}' recorded it" if Path(file).is_file() else "missing"
@@ -46,9 +80,53 @@ def read(path: Path, hashes: Hashes) -> RecordedJob | str:
     return job
 
 
+def point_params(folder: Path, params_path: str | Path = DEFAULT_PARAMS) -> Params | str:
+    """The parameters that its sweep file now gives the point whose folder is `folder` (sweeps/<sweep>/<point>), or
+    why it gives none (the file is missing or not valid, or does not list the point) with the fix."""
+    file = sweeps.FOLDER / f"{folder.parent.name}.yaml"
+    fix = f"list the point in {file}, or delete {folder}"
+    if not file.is_file():
+        return f"{file}: missing, so no sweep lists the point '{folder.name}'; {fix}"
+    try:
+        sweep = sweeps.load(file, params_path)
+    except PipelineError as err:
+        return str(err)
+    point = next((point for point in sweep.points if sweep.folder(point) == folder), None)
+    if point is None:
+        return f"{file} does not list the point '{folder.name}'; {fix}"
+    return validate(sweep.params(point), f"{file}, point {point.name}")
+
+
+def _stale_point(folder: Path, jobs: list[RecordedJob]) -> str | None:
+    """Why the point's jobs are not of the last run (its sweep file does not list it, or gives one of them other
+    parameters or another variant now); None when they are."""
+    now = point_params(folder)
+    if isinstance(now, str):
+        return f"{folder} left out: {now}"
+    values = now.to_dict()
+    for job in jobs:
+        if job.variant not in now.variants or any(job.record.params.get(s) != values[s] for s in job.stage.params):
+            return (
+                f"{folder} left out: {sweeps.FOLDER / folder.parent.name}.yaml now gives '{job.name}' other parameters;"
+                " re-run the sweep (snakemake --cores all sweeps)"
+            )
+    return None
+
+
+def _unrecorded(found: list[Path]) -> list[str]:
+    """A line for each job of params.yaml's variants that has no record, or one saying params.yaml is not valid."""
+    try:
+        variants = load(DEFAULT_PARAMS).variants
+    except PipelineError as err:
+        return [f"{err}; jobs without a record are not named"]
+    missing = [job for job in all_jobs(variants) if job.stamp_path not in found]
+    return [f"{job.name}: no record ({job.stamp_path}), so not in the crate; run it ({RERUN})" for job in missing]
+
+
 def recorded_jobs(hashes: Hashes) -> tuple[list[RecordedJob], list[str]]:
-    """The jobs whose files all match their records (under the project root and every sweep point's folder), and
-    one warning line for each record left out."""
+    """The jobs whose records hold and whose files all match them (under the project root and every folder of a
+    point its sweep file lists as recorded), and one warning line for each record or point left out and each job of
+    params.yaml's variants without a record."""
     found = sorted(Path(paths.PROVENANCE).glob("*.json")) + sorted(sweeps.FOLDER.glob(f"*/*/{paths.PROVENANCE}/*.json"))
     if not found:
         raise PipelineError(
@@ -57,6 +135,12 @@ def recorded_jobs(hashes: Hashes) -> tuple[list[RecordedJob], list[str]]:
     results = [read(path, hashes) for path in found]
     jobs = [job for job in results if isinstance(job, RecordedJob)]
     warnings = [line for line in results if isinstance(line, str)]
+    for folder, group in groupby([job for job in jobs if job.root != Path(".")], key=lambda job: job.root):
+        stale = _stale_point(folder, list(group))
+        if stale:
+            warnings.append(stale)
+            jobs = [job for job in jobs if job.root != folder]
+    warnings += _unrecorded(found)
     if not jobs:
         raise PipelineError(f"{warnings[0]}; no job's files match its record, so the crate would be empty")
     return jobs, warnings

@@ -108,7 +108,7 @@ def declared(job: Job, variants: tuple[str, ...]) -> list[str]:
 
 class Pipeline:
     """The workflow's parameters and jobs, marked by content as the Snakefile is read (one line where
-    params.yaml is not valid), and what runs before and after the jobs."""
+    params.yaml is not valid or .snakemake cannot be written), and what runs before and after the jobs."""
 
     def __init__(self, workflow: Any, config: dict[str, Any]) -> None:
         if config:  # every stage reads params.yaml itself: an override would be silently ignored
@@ -129,6 +129,8 @@ class Pipeline:
         # sweep points run side by side, without the timing lock, unless --cores 1
         self.point_lock = "" if workflow.cores == 1 else "MNIST_PIPELINE_LOCK=off "
         os.environ[run.ORCHESTRATOR] = run.identity(os.getpid())  # its jobs stop once it is gone
+        if workflow.is_main_process:  # Snakemake writes its folder, in a dry run too (its I/O cache)
+            self.refuse([Path(".snakemake/iocache/latest.pkl")], probe=True)
         self.stale = self.checker.stale(self.jobs)
         mark(self.jobs, self.stale)
         if workflow.output_settings.verbose:

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from mnist_jax_pipeline.orchestration import dvc_lock, generate, snakefile, stage_table
+from mnist_jax_pipeline.orchestration import dvc_lock, generate, run, snakefile, stage_table
 from mnist_jax_pipeline.orchestration.jobs import all_jobs
 from mnist_jax_pipeline.orchestration.snakefile import Pipeline
 
@@ -56,13 +56,14 @@ def test_a_signal_while_jobs_run_asks_the_scheduler_to_stop_once(monkeypatch, ca
     snakefile.Stopper().stopped_before_start()  # none received: no stop
 
 
-def test_the_stopper_handles_sigint():
-    before = signal.getsignal(signal.SIGINT)
+def test_the_stopper_handles_ctrl_c_and_a_closed_terminal():
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGHUP)}
     try:
         stopper = snakefile.Stopper()
-        assert signal.getsignal(signal.SIGINT) is stopper
+        assert all(signal.getsignal(signum) is stopper for signum in before)
     finally:
-        signal.signal(signal.SIGINT, before)
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
 
 
 # --- the markers ---
@@ -212,6 +213,7 @@ def fake_workflow(**settings) -> SimpleNamespace:
 def project(tmp_path, monkeypatch) -> Path:
     shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(run.ORCHESTRATOR, "")  # what Pipeline sets goes after the test
     return tmp_path
 
 
@@ -249,6 +251,11 @@ def test_the_pipeline_names_what_the_rules_read(project):
     assert key["code"] == pipeline.checker.code(stage_table.get("preprocess"))
     targets = pipeline.targets(None)
     assert "models/jit.safetensors" in targets and "data/raw/arrays" in targets and "provenance/report.json" in targets
+
+
+def test_the_pipeline_names_itself_to_its_jobs(project):
+    Pipeline(fake_workflow(), {})
+    assert os.environ[run.ORCHESTRATOR] == run.identity(os.getpid())
 
 
 def test_every_job_is_marked_and_the_sweep_points_lock_follows_the_cores(project):

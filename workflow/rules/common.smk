@@ -2,7 +2,7 @@
 # (src/mnist_jax_pipeline/orchestration/snakefile.py), and the values the generated rules name.
 from mnist_jax_pipeline.orchestration.snakefile import Pipeline, Stopper
 
-STOPPER = Stopper()  # Ctrl-C from here on stops the run cleanly
+STOPPER = Stopper()  # Ctrl-C or a closed terminal from here on stops the run cleanly
 PIPELINE = Pipeline(workflow, config)
 
 VARIANTS = PIPELINE.variant_pattern  # the variants params.yaml lists

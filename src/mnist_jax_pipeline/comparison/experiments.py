@@ -103,8 +103,9 @@ def from_dvc() -> tuple[list[Row], list[str]]:
         done = subprocess.run(["dvc", "exp", "show", "--json"], capture_output=True, text=True)
     except FileNotFoundError as err:
         raise PipelineError("dvc: not installed; install the project with its lock: uv sync --locked") from err
-    if done.returncode != 0:
-        raise PipelineError(f"dvc exp show failed: {(done.stderr.strip().splitlines() or ['no output'])[-1]}")
+    if done.returncode != 0:  # DVC's reason is its last ERROR line; a line asking for feedback may follow
+        lines = [line for line in done.stderr.splitlines() if line.startswith("ERROR")] or done.stderr.splitlines()
+        raise PipelineError(f"dvc exp show failed: {(lines or ['no output'])[-1]}")
     rows, left_out = collect(json.loads(done.stdout or "[]"))
     if not rows:
         why = f" (left out: {', '.join(left_out)})" if left_out else ""

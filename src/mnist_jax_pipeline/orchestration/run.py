@@ -17,6 +17,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+import psutil
+
 from ..artefacts import atomic
 from ..artefacts.provenance import Execution
 from ..config.params import load
@@ -28,6 +30,7 @@ from .commands import Command
 from .jobs import Job, Recorder
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, `timeout` or Slurm, a closed terminal
+ORCHESTRATOR = "MNIST_PIPELINE_ORCHESTRATOR"  # the identity of the Snakemake whose jobs this process is among
 
 
 class Stopped(BaseException):
@@ -44,11 +47,26 @@ def _raise_stopped(signum: int, frame: object) -> None:
     raise Stopped(signum)
 
 
-def _stop_with_parent(parent: int) -> None:
-    """Stop as on SIGTERM once the process that started this one is gone (PR_SET_PDEATHSIG would follow the
-    parent's thread): a stage never writes after its orchestrator has gone."""
-    while os.getppid() == parent:
-        time.sleep(0.1)
+def identity(pid: int) -> str:
+    """A process's pid and start time, which no later process with its pid shares."""
+    return f"{pid} {psutil.Process(pid).create_time()}"
+
+
+def _alive(named: str) -> bool:
+    """Whether the process of that identity runs: not gone, not a zombie, its pid not taken by another."""
+    try:
+        pid = int(named.split(" ", 1)[0])
+        return identity(pid) == named and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except (psutil.Error, ValueError):
+        return False
+
+
+def _stop_with_orchestrator(parent: int, orchestrator: str | None) -> None:
+    """Stop as on SIGTERM once the process that started this one, or the Snakemake whose job this is
+    (`orchestrator`, its identity), is gone: a stage never writes after its orchestrator has gone, though
+    a shell between them lives on (PR_SET_PDEATHSIG would follow the parent's thread)."""
+    while os.getppid() == parent and (orchestrator is None or _alive(orchestrator)):
+        time.sleep(0.05)
     os.kill(os.getpid(), signal.SIGTERM)
 
 
@@ -88,7 +106,8 @@ class Outcome:
             if isinstance(stream, io.TextIOWrapper):
                 stream.reconfigure(errors="backslashreplace")
         self.previous = {sig: signal.signal(sig, _raise_stopped) for sig in STOP_SIGNALS}
-        threading.Thread(target=_stop_with_parent, args=(os.getppid(),), daemon=True).start()
+        orchestrator = os.environ.get(ORCHESTRATOR) or None
+        threading.Thread(target=_stop_with_orchestrator, args=(os.getppid(), orchestrator), daemon=True).start()
         sys.unraisablehook = lambda u: None if isinstance(u.exc_value, Stopped) else sys.__unraisablehook__(u)
         return self
 

@@ -26,7 +26,7 @@ from ..config import sweeps
 from ..config.params import load, validate
 from ..foundation.errors import PipelineError
 from ..foundation.variants import names
-from . import dvc_lock, freshness, stage_table
+from . import dvc_lock, freshness, run, stage_table
 from .jobs import Job, all_jobs
 
 MARKERS = Path(".snakemake/provenance")
@@ -37,12 +37,14 @@ CONFIG_REFUSED = (
 
 
 class Stopper:
-    """Ctrl-C under Snakemake: before any job, the run stops with one line; once jobs run, Snakemake is asked
-    to stop as on SIGTERM (no new job, the running ones stop themselves), without its tracebacks."""
+    """Ctrl-C or a closed terminal (SIGHUP) under Snakemake: before any job, the run stops with one line; once
+    jobs run, Snakemake is asked to stop as on SIGTERM (no new job, the running ones stop themselves, its lock
+    let go), without its tracebacks."""
 
     def __init__(self) -> None:
         self.signals: list[int] = []
-        signal.signal(signal.SIGINT, self)
+        for signum in (signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, self)
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
@@ -106,7 +108,7 @@ def declared(job: Job, variants: tuple[str, ...]) -> list[str]:
 
 class Pipeline:
     """The workflow's parameters and jobs, marked by content as the Snakefile is read (one line where
-    params.yaml is not valid), and what runs before and after the jobs."""
+    params.yaml is not valid or .snakemake cannot be written), and what runs before and after the jobs."""
 
     def __init__(self, workflow: Any, config: dict[str, Any]) -> None:
         if config:  # every stage reads params.yaml itself: an override would be silently ignored
@@ -126,6 +128,9 @@ class Pipeline:
         self.cache: str | bool = "omit-software" if workflow.workflow_settings.cache is not None else False
         # sweep points run side by side, without the timing lock, unless --cores 1
         self.point_lock = "" if workflow.cores == 1 else "MNIST_PIPELINE_LOCK=off "
+        os.environ[run.ORCHESTRATOR] = run.identity(os.getpid())  # its jobs stop once it is gone
+        if workflow.is_main_process:  # Snakemake writes its folder, in a dry run too (its I/O cache)
+            self.refuse([Path(".snakemake/iocache/latest.pkl")], probe=True)
         self.stale = self.checker.stale(self.jobs)
         mark(self.jobs, self.stale)
         if workflow.output_settings.verbose:

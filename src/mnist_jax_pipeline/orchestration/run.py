@@ -199,5 +199,8 @@ def stage(args: argparse.Namespace, command: Command) -> Iterator[Callable[[argp
     spent += time.perf_counter() - clock
     with atomic.together():
         yield function
+        orchestrator = os.environ.get(ORCHESTRATOR)
+        if orchestrator and not _alive(orchestrator):  # nothing is put in place once Snakemake is gone
+            raise Stopped(signal.SIGTERM)
         checker.check_unchanged(job)  # before the outputs are put in place
     checker.write(job, inputs, Execution(tool=running_tool(), started=started, ended=now(), checks_s=round(spent, 4)))

@@ -1,6 +1,6 @@
 """The `dvc commit` that ends a Snakemake run records the digests of the bytes as they are, not those DVC's
 cache keeps for a file's inode, time and size; when DVC cannot commit, its reason and the fix that fits
-reach the user."""
+reach the user. `mnist-pipeline show` calls a damaged metrics file damaged (unit cases: test_views.py)."""
 
 from __future__ import annotations
 
@@ -63,3 +63,11 @@ def test_a_merge_conflict_in_dvc_lock_is_named_with_dvcs_reason_and_its_fix(ws):
     lock.write_text(text)  # the conflict resolved: the next run records the report
     assert "brought up to date" in sh(ws, "snakemake", "--cores", "all")
     assert "up to date" in sh(ws, "dvc", "status")
+
+
+def test_show_calls_a_damaged_metrics_file_damaged(ws):
+    (ws / "metrics/evaluate/jit.json").write_text("{")
+    said = sh(ws, "mnist-pipeline", "show")
+    left_out = next(line for line in said.splitlines() if line.startswith("left out:"))
+    assert "workspace · jit (metrics/evaluate/jit.json: damaged" in left_out and "not run" not in left_out
+    assert "re-run the 'evaluate@jit' stage" in left_out

@@ -172,8 +172,10 @@ def test_commit_current_commits_the_current_jobs_and_names_the_others(tmp_path, 
     everything = {job.name for job in jobs}
     assert dvc_lock.commit_current(FakeChecker({}), jobs, everything) is None
     assert remembered == [jobs]
-    monkeypatch.setattr(dvc_lock, "commit", lambda names: "dvc commit failed (ERROR: x); run `dvc commit --force`")
-    assert dvc_lock.commit_current(FakeChecker({}), jobs, everything).startswith("dvc commit failed")
+    failed = "dvc.lock was not updated, DVC says: x; fix x"
+    monkeypatch.setattr(dvc_lock, "commit", lambda names: failed)
+    assert dvc_lock.commit_current(FakeChecker({}), jobs, everything) == f"the jobs succeeded, but {failed}"
+    assert dvc_lock.commit_current(FakeChecker({}), jobs, everything, succeeded=False) == failed
 
 
 def test_a_run_after_a_failure_names_nothing_it_did_not_record(tmp_path, monkeypatch, capsys):

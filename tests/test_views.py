@@ -73,6 +73,22 @@ def test_rows_are_every_variant_of_every_experiment_with_what_it_changed():
     assert "97.00%" in lines[5]
 
 
+def test_a_damaged_metrics_file_is_called_damaged_and_named_with_the_stage_that_remakes_it():
+    workspace = _entry("workspace", None, 0.01, 0.95, ["nojit", "jit", "jit_scan"])
+    metrics = workspace["data"]["metrics"]
+    # as `dvc exp show --json` gives a metrics file that does not parse, or is not there
+    metrics[paths.EVAL_HEADLINE.at("jit").as_posix()] = {"error": {"type": "JSONFileCorruptedError", "msg": "x"}}
+    metrics[paths.TRAIN_HEADLINE.at("nojit").as_posix()] = {"error": {"type": "FileNotFoundError", "msg": "x"}}
+    metrics[paths.TRAIN_HEADLINE.at("jit_scan").as_posix()] = {"data": {"epoch_s": "fast"}}
+    rows, left_out = experiments.collect([workspace])
+    assert rows == [] and len(left_out) == 3
+    nojit, jit, jit_scan = left_out
+    assert nojit.startswith("workspace · nojit") and "not run" in nojit
+    assert jit.startswith("workspace · jit (metrics/evaluate/jit.json: damaged") and "not run" not in jit
+    assert jit.endswith("re-run the 'evaluate@jit' stage)")
+    assert "metrics/train/jit_scan.json" in jit_scan and jit_scan.endswith("re-run the 'train@jit_scan' stage)")
+
+
 def test_accuracy_axes_stay_within_the_data():
     low, high = within([96.5, 99.9], top=100)
     assert 96 < low < 96.5 and 99.9 < high <= 100

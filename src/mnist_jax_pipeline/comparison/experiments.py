@@ -8,7 +8,7 @@ import json
 import shutil
 import subprocess
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -18,6 +18,7 @@ from ..config.params import DEFAULT_PARAMS, load
 from ..foundation import paths
 from ..foundation.errors import PipelineError
 
+Headline = TypeVar("Headline", TrainHeadline, EvalHeadline)
 WORKSPACE = "workspace"
 HEADER = ("experiment", "variant", "test acc", "loss", "epoch s", "compile s", "changed from HEAD")
 
@@ -53,25 +54,37 @@ class Row:
         return f"{self.experiment} · {self.variant}"
 
 
+def _headline(metrics: dict[str, Any], artefact: paths.Artefact, model: type[Headline], variant: str) -> Headline | str:
+    """One headline metrics file of a `dvc exp show --json` entry, or why it cannot be shown."""
+    path = artefact.at(variant).as_posix()
+    read = metrics.get(path) or {}
+    error = (read.get("error") or {}).get("type")
+    if error in (None, "FileNotFoundError") and not read.get("data"):
+        return "no metrics: not run"
+    fix = f"re-run the '{artefact.stage(variant)}' stage"
+    if error:
+        return f"{path}: damaged, {error}; {fix}"
+    try:
+        return model.model_validate(read["data"])
+    except ValidationError:
+        return f"{path}: metrics of another format; {fix}"
+
+
 def _rows(name: str, rev: str | None, data: dict[str, Any], left_out: list[str]) -> list[Row]:
     """The rows of one `dvc exp show --json` entry; what cannot be read is named in `left_out`."""
     if data.get("status") in ("Queued", "Running", "Failed") or not data:
         left_out.append(f"{name} ({(data.get('status') or 'no data').lower()})")
         return []
     params = ((data.get("params") or {}).get(DEFAULT_PARAMS.name) or {}).get("data") or {}
-    metrics = {path: (value or {}).get("data") for path, value in (data.get("metrics") or {}).items()}
+    metrics = data.get("metrics") or {}
     rows = []
     for variant in params.get("variants") or []:
-        train = metrics.get(paths.TRAIN_HEADLINE.at(variant).as_posix())
-        evaluation = metrics.get(paths.EVAL_HEADLINE.at(variant).as_posix())
-        if not train or not evaluation:
-            left_out.append(f"{name} · {variant} (no metrics: not run)")
+        train = _headline(metrics, paths.TRAIN_HEADLINE, TrainHeadline, variant)
+        evaluation = _headline(metrics, paths.EVAL_HEADLINE, EvalHeadline, variant)
+        if isinstance(train, str) or isinstance(evaluation, str):
+            left_out.append(f"{name} · {variant} ({train if isinstance(train, str) else evaluation})")
             continue
-        try:
-            headlines = TrainHeadline.model_validate(train), EvalHeadline.model_validate(evaluation)
-            rows.append(Row(name, rev, variant, flatten(params), *headlines))
-        except ValidationError:
-            left_out.append(f"{name} · {variant} (metrics of an older format)")
+        rows.append(Row(name, rev, variant, flatten(params), train, evaluation))
     return rows
 
 

@@ -1,11 +1,13 @@
 """DVC's side of a Snakemake run: DVC's own repository lock held while jobs run, and dvc.lock brought in
 step with the provenance records by `dvc commit`, also by a run with nothing to run (after
 `git checkout dvc.lock`, say). A fingerprint of dvc.lock and the records says when that is needed.
+The commit hashes every file's bytes: DVC's cache of digests, keyed by inode, time and size, is emptied first.
 """
 
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterable
@@ -20,6 +22,18 @@ REPOSITORY_LOCK = Path(".dvc/tmp/lock")  # DVC's own: one DVC command at a time 
 BUSY = "error: a DVC command is running in this checkout ({}); wait for it to end, then run snakemake again"
 AGREED = Path(".snakemake/provenance/dvc.lock.agreed")  # the fingerprint at the last dvc commit
 UP_TO_DATE = "dvc.lock: brought up to date with the outputs, all current by content (dvc commit)"
+CONFLICT = "resolve the merge conflict in dvc.lock first (edit it, or keep one side: git checkout --theirs dvc.lock)"
+# `dvc commit` with DVC's cache of digests emptied first, so that DVC hashes the bytes as they are
+COMMIT = """import sys
+from dvc.cli import main
+from dvc.repo import Repo
+try:
+    with Repo() as repo:
+        repo.state.hashes.clear()
+except Exception as err:
+    sys.exit(f"ERROR: {err}")
+sys.exit(main(["commit", "--force", *sys.argv[1:]]))
+"""
 
 
 def fingerprint(jobs: Iterable[Job]) -> str:
@@ -48,18 +62,21 @@ def remember(jobs: Iterable[Job]) -> None:
 
 
 def commit(names: list[str]) -> str | None:
-    """`dvc commit` of these stages; None, or the one line that says why it failed."""
+    """`dvc commit` of these stages, every file hashed afresh; None, or one line: DVC's reason and what to do."""
     if not names:
         return None
     # its own session: a second Ctrl-C, which reaches the process group, must not cut dvc.lock's update short
     done = subprocess.run(
-        ["dvc", "commit", "--force", "--quiet", *names], capture_output=True, text=True, start_new_session=True
+        [sys.executable, "-c", COMMIT, *names], capture_output=True, text=True, start_new_session=True
     )
     if done.returncode == 0:
         return None
-    lines = [line for line in (done.stderr + done.stdout).splitlines() if line.strip()]
-    last = next((line for line in lines if line.startswith("ERROR")), lines[-1] if lines else "no message")
-    return f"dvc commit failed ({last}); run `dvc commit --force` once DVC can"
+    lines = [line.strip() for line in (done.stderr + done.stdout).splitlines() if line.strip()]
+    reason = next((line for line in lines if line.startswith("ERROR")), lines[0] if lines else "no message")
+    conflicted = DVC_LOCK.is_file() and re.search(rb"^<<<<<<<", DVC_LOCK.read_bytes(), re.M)
+    fix = CONFLICT if conflicted else "fix what DVC names"
+    reason = reason.removeprefix("ERROR: ").rstrip(".")
+    return f"dvc.lock was not updated, DVC says: {reason}; {fix}, then run snakemake --cores all again"
 
 
 def bring_up_to_date(jobs: list[Job]) -> str | None:
@@ -69,7 +86,7 @@ def bring_up_to_date(jobs: list[Job]) -> str | None:
     before = DVC_LOCK.read_bytes() if DVC_LOCK.is_file() else b""
     failed = commit([job.name for job in jobs])
     if failed:
-        return f"warning: dvc.lock: {failed}"
+        return f"warning: {failed}"
     remember(jobs)
     return UP_TO_DATE if DVC_LOCK.read_bytes() != before else None
 
@@ -139,7 +156,7 @@ def commit_current(checker: Checker, jobs: list[Job], ran: set[str], succeeded: 
         print(f"dvc.lock: {left[0][0]} not recorded, not current: {left[0][1]}{others}", file=sys.stderr)
     failed = commit(current)
     if failed:
-        return failed
+        return f"the jobs succeeded, but {failed}" if succeeded else failed
     if not left and {job.name for job in jobs} <= ran:
         remember(jobs)
     return None

@@ -9,10 +9,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .. import LOADED_NS
 from ..artefacts import atomic
 from ..artefacts.provenance import Execution, Hashes, Stamp, file_sha256, files_under
 from ..config.params import Params
+from ..foundation import LOADED_NS
 from ..foundation.errors import PipelineError
 from . import stage_table
 

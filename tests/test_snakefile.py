@@ -332,3 +332,15 @@ def test_finish_lets_go_of_the_lock_and_commits_the_dag(project, monkeypatch):
     monkeypatch.setattr(dvc_lock, "commit_current", lambda *args: "dvc commit failed (x)")
     with pytest.raises(SystemExit, match=r"^error: dvc commit failed \(x\)$"):
         pipeline.finish(succeeded=True)
+
+
+@pytest.mark.slow
+def test_a_dry_run_in_a_path_with_a_space_and_non_ascii_characters(tmp_path):
+    import subprocess
+
+    from workspace import env, make_workspace
+
+    ws = make_workspace(tmp_path / "x y", "prøject ü")
+    done = subprocess.run(["snakemake", "-n", "--cores", "1"], cwd=ws, env=env(ws), capture_output=True, text=True)
+    said = done.stdout + done.stderr
+    assert done.returncode == 0 and "would run train@jit" in said and "Traceback" not in said, said[-3000:]

@@ -34,6 +34,7 @@ LONGEST_FIRST = (
     "test_sequences.py",  # 611: makes workspace.small_snakemake_run
     "test_pipeline_e2e.py",  # 296: makes workspace.fast_dvc_run
     "test_content.py",  # 271: reads small_snakemake_run
+    "test_dvc_commit.py",  # reads small_snakemake_run
     "test_benchmarks.py",  # 263
     "test_sweeps.py",  # 227
     "test_faults.py",  # 188

@@ -467,6 +467,44 @@ def test_a_kill_between_the_renames_never_loses_the_earlier_output(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
+DROPPED_STOP = """
+import os, signal, sys, time
+from mnist_jax_pipeline import cli
+from mnist_jax_pipeline.artefacts import atomic
+from mnist_jax_pipeline.orchestration import commands, run
+
+def write_and_drop_a_stop(args):
+    atomic.write_text("out.txt", "written")
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.5)
+    except run.Stopped:
+        pass  # as a library's callback does
+
+class Dropping(commands.Command):
+    def function(self):
+        return write_and_drop_a_stop
+
+commands.COMMANDS["show"] = Dropping("config.params", "writes out.txt and drops a stop")
+sys.argv = ["mnist-pipeline", "show"]
+cli.entry()
+"""
+
+
+def test_a_stop_a_library_drops_still_stops_the_command_before_its_outputs_are_in_place(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-c", DROPPED_STOP],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
+    assert done.returncode == 128 + signal.SIGTERM, done.stderr
+    assert "stopped by SIGTERM" in done.stderr and not (tmp_path / "out.txt").exists(), done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
 @pytest.mark.real_data
 @pytest.mark.slow
 def test_sigterm_during_download_leaves_nothing(tmp_path, mirror):

@@ -41,8 +41,12 @@ class Stopped(BaseException):
         self.signum = signum
 
 
+STOPS: list[int] = []  # the stop signals received: a library may drop the exception one raised
+
+
 def _raise_stopped(signum: int, frame: object) -> None:
     # Python drops an exception raised in a garbage-collection callback (JAX has one): the signal comes again
+    STOPS.append(signum)
     threading.Timer(1.0, os.kill, (os.getpid(), signum)).start()
     raise Stopped(signum)
 
@@ -68,6 +72,14 @@ def _stop_with_orchestrator(parent: int, orchestrator: str | None) -> None:
     while os.getppid() == parent and (orchestrator is None or _alive(orchestrator)):
         time.sleep(0.05)
     os.kill(os.getpid(), signal.SIGTERM)
+
+
+def check_not_stopped() -> None:
+    """Raise a stop signal received meanwhile, or SIGTERM once the Snakemake whose job this is has gone:
+    nothing is put in place after either."""
+    orchestrator = os.environ.get(ORCHESTRATOR)
+    if STOPS or (orchestrator and not _alive(orchestrator)):
+        raise Stopped(STOPS[0] if STOPS else signal.SIGTERM)
 
 
 def one_line(err: BaseException) -> str | None:
@@ -105,6 +117,7 @@ class Outcome:
         for stream in (sys.stdout, sys.stderr):  # a character the locale cannot encode prints as \uXXXX
             if isinstance(stream, io.TextIOWrapper):
                 stream.reconfigure(errors="backslashreplace")
+        STOPS.clear()
         self.previous = {sig: signal.signal(sig, _raise_stopped) for sig in STOP_SIGNALS}
         orchestrator = os.environ.get(ORCHESTRATOR) or None
         threading.Thread(target=_stop_with_orchestrator, args=(os.getppid(), orchestrator), daemon=True).start()
@@ -112,6 +125,8 @@ class Outcome:
         return self
 
     def __exit__(self, kind: type | None, err: BaseException | None, tb: TracebackType | None) -> bool:
+        if err is None and STOPS:  # its exception was dropped
+            err = Stopped(STOPS[0])
         if isinstance(err, Stopped | KeyboardInterrupt):
             for stop in STOP_SIGNALS:  # the clean-up must not be interrupted again
                 signal.signal(stop, signal.SIG_IGN)
@@ -181,6 +196,7 @@ def stage(args: argparse.Namespace, command: Command) -> Iterator[Callable[[argp
     if checker is None or job is None:
         with atomic.together():
             yield command.function()
+            check_not_stopped()
         return
     upstream = [p for producer, _ in job.producers(checker.params.variants) for p in producer.outputs()]
     hashing = threading.Thread(target=checker.hashes.prefetch, args=(upstream,), daemon=True)
@@ -199,8 +215,6 @@ def stage(args: argparse.Namespace, command: Command) -> Iterator[Callable[[argp
     spent += time.perf_counter() - clock
     with atomic.together():
         yield function
-        orchestrator = os.environ.get(ORCHESTRATOR)
-        if orchestrator and not _alive(orchestrator):  # nothing is put in place once Snakemake is gone
-            raise Stopped(signal.SIGTERM)
+        check_not_stopped()
         checker.check_unchanged(job)  # before the outputs are put in place
     checker.write(job, inputs, Execution(tool=running_tool(), started=started, ended=now(), checks_s=round(spent, 4)))

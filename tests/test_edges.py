@@ -3,6 +3,7 @@ key and the fix; parameters read exactly as DVC reads them; signals and kills le
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -471,14 +472,15 @@ DROPPED_STOP = """
 import os, signal, sys, time
 from mnist_jax_pipeline import cli
 from mnist_jax_pipeline.artefacts import atomic
-from mnist_jax_pipeline.orchestration import commands, run
+from mnist_jax_pipeline.foundation.stops import Stopped
+from mnist_jax_pipeline.orchestration import commands
 
 def write_and_drop_a_stop(args):
     atomic.write_text("out.txt", "written")
     try:
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(0.5)
-    except run.Stopped:
+    except Stopped:
         pass  # as a library's callback does
 
 class Dropping(commands.Command):
@@ -566,3 +568,30 @@ def test_a_setting_that_names_a_project_file_never_changes_it(project, variable)
     else:
         assert done.returncode == 0, done.stderr
     assert (project / "params.yaml").read_bytes() == before
+
+
+def test_a_stop_while_jax_profiler_traces_is_raised_once_the_trace_is_closed(tmp_path, monkeypatch):
+    """A stop that unwinds jax.profiler's trace can hang its stop_trace: it waits for the trace to close."""
+    from mnist_jax_pipeline.foundation import stops
+    from mnist_jax_pipeline.stages.profile import trace_files
+
+    closed_by: list[object] = []
+
+    @contextlib.contextmanager
+    def trace(*args, **kwargs):
+        try:
+            yield
+        except BaseException as err:
+            closed_by.append(err)
+            raise
+        closed_by.append(None)
+
+    monkeypatch.setattr(trace_files.jax.profiler, "trace", trace)
+    monkeypatch.setattr(stops, "RECEIVED", [])
+    previous = signal.signal(signal.SIGTERM, stops.raise_stopped)
+    try:
+        with pytest.raises(stops.Stopped):
+            trace_files.record(lambda index: os.kill(os.getpid(), signal.SIGTERM), range(2), tmp_path, "jit", True)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert closed_by == [None]

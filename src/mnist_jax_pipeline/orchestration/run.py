@@ -25,30 +25,12 @@ from ..config.params import load
 from ..foundation import console, paths
 from ..foundation.errors import PipelineError, clip
 from ..foundation.numerics import set_numerics
+from ..foundation.stops import RECEIVED, SIGNALS, Stopped, raise_stopped
 from . import stage_table
 from .commands import Command
 from .jobs import Job, Recorder
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, `timeout` or Slurm, a closed terminal
 ORCHESTRATOR = "MNIST_PIPELINE_ORCHESTRATOR"  # the identity of the Snakemake whose jobs this process is among
-
-
-class Stopped(BaseException):
-    """A stop signal, raised where the command is (as KeyboardInterrupt), so every clean-up runs."""
-
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
-
-
-STOPS: list[int] = []  # the stop signals received: a library may drop the exception one raised
-
-
-def _raise_stopped(signum: int, frame: object) -> None:
-    # Python drops an exception raised in a garbage-collection callback (JAX has one): the signal comes again
-    STOPS.append(signum)
-    threading.Timer(1.0, os.kill, (os.getpid(), signum)).start()
-    raise Stopped(signum)
 
 
 def identity(pid: int) -> str:
@@ -78,8 +60,8 @@ def check_not_stopped() -> None:
     """Raise a stop signal received meanwhile, or SIGTERM once the Snakemake whose job this is has gone:
     nothing is put in place after either."""
     orchestrator = os.environ.get(ORCHESTRATOR)
-    if STOPS or (orchestrator and not _alive(orchestrator)):
-        raise Stopped(STOPS[0] if STOPS else signal.SIGTERM)
+    if RECEIVED or (orchestrator and not _alive(orchestrator)):
+        raise Stopped(RECEIVED[0] if RECEIVED else signal.SIGTERM)
 
 
 def one_line(err: BaseException) -> str | None:
@@ -117,18 +99,18 @@ class Outcome:
         for stream in (sys.stdout, sys.stderr):  # a character the locale cannot encode prints as \uXXXX
             if isinstance(stream, io.TextIOWrapper):
                 stream.reconfigure(errors="backslashreplace")
-        STOPS.clear()
-        self.previous = {sig: signal.signal(sig, _raise_stopped) for sig in STOP_SIGNALS}
+        RECEIVED.clear()
+        self.previous = {sig: signal.signal(sig, raise_stopped) for sig in SIGNALS}
         orchestrator = os.environ.get(ORCHESTRATOR) or None
         threading.Thread(target=_stop_with_orchestrator, args=(os.getppid(), orchestrator), daemon=True).start()
         sys.unraisablehook = lambda u: None if isinstance(u.exc_value, Stopped) else sys.__unraisablehook__(u)
         return self
 
     def __exit__(self, kind: type | None, err: BaseException | None, tb: TracebackType | None) -> bool:
-        if err is None and STOPS:  # its exception was dropped
-            err = Stopped(STOPS[0])
+        if err is None and RECEIVED:  # its exception was dropped
+            err = Stopped(RECEIVED[0])
         if isinstance(err, Stopped | KeyboardInterrupt):
-            for stop in STOP_SIGNALS:  # the clean-up must not be interrupted again
+            for stop in SIGNALS:  # the clean-up must not be interrupted again
                 signal.signal(stop, signal.SIG_IGN)
             signum = err.signum if isinstance(err, Stopped) else signal.SIGINT
             atomic.discard_temps()

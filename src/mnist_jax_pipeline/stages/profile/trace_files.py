@@ -10,7 +10,7 @@ from typing import Any
 
 import jax
 
-from ...foundation import paths
+from ...foundation import paths, stops
 from ...foundation.errors import PipelineError, missing, remake
 
 Event = dict[str, Any]
@@ -25,7 +25,7 @@ def record(call: Callable[[int], Any], calls: range, logdir: Path, run: str, pyt
     options = jax.profiler.ProfileOptions()
     options.python_tracer_level = int(python_tracer)
     try:
-        with jax.profiler.trace(str(logdir), create_perfetto_trace=True, profiler_options=options):
+        with stops.held(), jax.profiler.trace(str(logdir), create_perfetto_trace=True, profiler_options=options):
             for step, index in enumerate(calls):
                 with jax.profiler.StepTraceAnnotation(STEP_ANNOTATION, step_num=step):
                     call(index)

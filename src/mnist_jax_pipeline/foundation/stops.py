@@ -1,0 +1,43 @@
+"""Stop signals (Ctrl-C, `timeout` or Slurm's SIGTERM, a closed terminal) raised as `Stopped` where the
+command is, so that every clean-up runs; `held()` defers them while a library must not be unwound."""
+
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Iterator
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+RECEIVED: list[int] = []  # the stop signals received: a library may drop the exception one raised
+_held: list[bool] = []
+
+
+class Stopped(BaseException):
+    """A stop signal, raised where the command is (as KeyboardInterrupt)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def raise_stopped(signum: int, frame: object) -> None:
+    """The handler of SIGNALS: Stopped, now or at the end of `held()`."""
+    RECEIVED.append(signum)
+    if _held:
+        return
+    # Python drops an exception raised in a garbage-collection callback (JAX has one): the signal comes again
+    threading.Timer(1.0, os.kill, (os.getpid(), signum)).start()
+    raise Stopped(signum)
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """A stop received inside the block is raised when it ends: jax.profiler's stop_trace hangs when a stop
+    unwinds its trace."""
+    _held.append(True)
+    try:
+        yield
+    finally:
+        _held.pop()
+    if RECEIVED and not _held:
+        raise Stopped(RECEIVED[0])

@@ -41,8 +41,8 @@ def identity(pid: int) -> str:
 def _alive(named: str) -> bool:
     """Whether the process of that identity runs: not gone, not a zombie, its pid not taken by another."""
     try:
-        pid = int(named.split(" ", 1)[0])
-        return identity(pid) == named and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        process = psutil.Process(int(named.split(" ", 1)[0]))
+        return f"{process.pid} {process.create_time()}" == named and process.status() != psutil.STATUS_ZOMBIE
     except (psutil.Error, ValueError):
         return False
 
@@ -52,7 +52,7 @@ def _stop_with_orchestrator(parent: int, orchestrator: str | None) -> None:
     (`orchestrator`, its identity), is gone: a stage never writes after its orchestrator has gone, though
     a shell between them lives on (PR_SET_PDEATHSIG would follow the parent's thread)."""
     while os.getppid() == parent and (orchestrator is None or _alive(orchestrator)):
-        time.sleep(0.05)
+        time.sleep(0.1)
     os.kill(os.getpid(), signal.SIGTERM)
 
 

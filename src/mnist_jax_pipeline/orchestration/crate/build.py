@@ -89,16 +89,15 @@ class CrateBuilder:
         self.agent = {"agent": self.crate.add(person)} if person else {}  # the properties every action has
 
     def _context(self, identifier: str, kind: str | list[str], /, **properties: Any) -> Entity:
-        """A contextual entity, added once (the first one's properties kept)."""
+        """A contextual entity, added once (the first one's properties kept); a property given as None is left out."""
+        given = {key: value for key, value in properties.items() if value is not None}
         return self.crate.get(identifier) or self.crate.add(
-            ContextEntity(self.crate, identifier, properties={"@type": kind, **properties})
+            ContextEntity(self.crate, identifier, properties={"@type": kind, **given})
         )
 
     def value(self, identifier: str, name: str, value: str, key: str | None = None) -> Entity:
         """A PropertyValue: a name, its value, and the key it has in its source (`propertyID`), if any."""
-        return self._context(
-            identifier, "PropertyValue", name=name, value=value, **({"propertyID": key} if key else {})
-        )
+        return self._context(identifier, "PropertyValue", name=name, value=value, propertyID=key)
 
     def _facts(self, name: str, digest: str | None = None) -> dict[str, Any]:
         """A project file's name, digest (`digest`: the record's), size and media type."""
@@ -145,10 +144,10 @@ class CrateBuilder:
             )
             for job, action in zip(self.jobs, actions, strict=True)
         ]
-        self.root(workflow, [run, *actions, *controls, *self.organizers(controls, run, workflow)])
+        self.root([run, *actions, *controls, *self.organizers(controls, run, workflow)])
         return self.crate
 
-    def root(self, workflow: Entity, mentions: list[Entity]) -> None:
+    def root(self, mentions: list[Entity]) -> None:
         root = self.crate.root_dataset
         root["name"] = "mnist-jax-pipeline: the workspace's last run"
         root["description"] = "The workspace's last run of the MNIST pipeline, sweep points included, from its records."
@@ -196,7 +195,6 @@ class CrateBuilder:
     def tool(self, stage: stage_table.Stage, position: int) -> tuple[Entity, Entity]:
         """The stage's command (a SoftwareApplication) and its step of the workflow."""
         jobs = [job for job in self.jobs if job.stage == stage]
-        version = recorded_version(jobs, PROJECT)
         packages = {  # what the stage needs: what its jobs recorded, less the project and its tools
             (name, release)
             for job in jobs
@@ -208,7 +206,7 @@ class CrateBuilder:
             "SoftwareApplication",
             name=stage.cmd("<variant>"),
             description=commands.COMMANDS[stage.command].help,
-            **({"softwareVersion": version} if version else {}),
+            softwareVersion=recorded_version(jobs, PROJECT) or None,
         )
         tool["hasPart"] = self.files({name: digest for job in jobs for name, digest in job.record.code.items()})
         if packages:

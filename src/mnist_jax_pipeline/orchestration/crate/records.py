@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from itertools import groupby
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -40,22 +41,30 @@ def when(text: object) -> datetime | None:
     return time if time and time.tzinfo else None
 
 
+def untimely(times: dict[str, Any], start: str = "startTime", end: str = "endTime") -> list[str]:
+    """A line for each of the times (by key) that is not an ISO 8601 time with its zone, and one for an end (the
+    time at `end`) before its start (at `start`)."""
+    found = [
+        f"{key} '{clip(str(text), 40)}' is not an ISO 8601 time with its zone"
+        for key, text in times.items()
+        if not when(text)
+    ]
+    started, ended = when(times.get(start)), when(times.get(end))
+    if started and ended and ended < started:
+        found.append(f"it ends ({times[end]}) before it starts ({times[start]})")
+    return found
+
+
 def untrue(record: Stamp) -> str | None:
-    """What the record states that cannot be so: a time that is not an ISO 8601 time with its zone, an end before
-    its start, a file outside the project (absolute, or through '..'); None when there is nothing."""
+    """The first thing the record states that cannot be so: a time that is not an ISO 8601 time with its zone, an
+    end before its start, a file outside the project (absolute, or through '..'); None when there is nothing."""
     run = record.run
-    if run:
-        started, ended = when(run.started), when(run.ended)
-        if started is None or ended is None:
-            key, text = ("run.started", run.started) if started is None else ("run.ended", run.ended)
-            return f"{key} '{clip(text, 40)}' is not an ISO 8601 time with its zone"
-        if ended < started:
-            return f"it ends ({run.ended}) before it starts ({run.started})"
+    found = untimely({"run.started": run.started, "run.ended": run.ended}, "run.started", "run.ended") if run else []
     for name in sorted({*record.code, *record.inputs, *record.outputs}):
         path = PurePosixPath(name)
         if not path.parts or path.is_absolute() or ".." in path.parts or path.as_posix() != name:
-            return f"it names '{clip(name, 60)}', which is no file inside the project"
-    return None
+            found.append(f"it names '{clip(name, 60)}', which is no file inside the project")
+    return found[0] if found else None
 
 
 def read(path: Path, hashes: Hashes) -> RecordedJob | str:

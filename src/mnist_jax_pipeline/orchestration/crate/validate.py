@@ -20,7 +20,7 @@ import requests
 from requests.adapters import BaseAdapter
 
 from ...foundation.errors import PipelineError
-from .records import when
+from .records import untimely
 
 PROFILE = "provenance-run-crate-0.5"
 CONTEXT_URL = "https://w3id.org/ro/crate/1.1/context"
@@ -65,14 +65,7 @@ def untruths(metadata: dict[str, Any], crate_root: Path) -> list[str]:
     for entity in metadata["@graph"]:
         name, kinds = entity["@id"], entity["@type"] if isinstance(entity["@type"], list) else [entity["@type"]]
         times = {key: entity[key] for key in ("startTime", "endTime") if key in entity}
-        found += [
-            f"{key} {text!r} is not an ISO 8601 time with its zone ({name})"
-            for key, text in times.items()
-            if not when(text)
-        ]
-        start, end = when(times.get("startTime")), when(times.get("endTime"))
-        if start and end and end < start:
-            found.append(f"it ends ({times['endTime']}) before it starts ({times['startTime']}) ({name})")
+        found += [f"{line} ({name})" for line in untimely(times)]
         where = urlsplit(name)
         path = Path(os.path.normpath(crate_root.absolute() / unquote(where.path)))
         if "File" in kinds and (where.scheme or where.netloc or not path.is_relative_to(project)):

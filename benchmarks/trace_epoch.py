@@ -19,7 +19,7 @@ import jax
 import numpy as np
 from bench_train import bench_params
 
-from mnist_jax_pipeline.mlp.loops import ScanLoop
+from mnist_jax_pipeline.mlp.loops.scan_loop import ScanLoop
 from mnist_jax_pipeline.stages.profile import op_table, trace_files
 from mnist_jax_pipeline.stages.train import initial_state, loop_inputs
 

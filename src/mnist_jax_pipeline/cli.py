@@ -4,10 +4,9 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from importlib import metadata
 from typing import Any
 
-from .foundation import console
+from .foundation import console, package_version
 from .orchestration import run
 from .orchestration.commands import COMMANDS
 
@@ -23,16 +22,10 @@ def _common(parser: argparse.ArgumentParser, default: bool) -> None:
     )
 
 
-def version() -> str:
-    try:
-        return metadata.version("mnist-jax-pipeline")
-    except metadata.PackageNotFoundError:
-        return "unknown (not installed; pip install -e .)"
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mnist-pipeline", description=DESCRIPTION)
-    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+    version = package_version("mnist-jax-pipeline") or "unknown (not installed; pip install -e .)"
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version}")
     _common(parser, default=True)
     after = argparse.ArgumentParser(add_help=False)
     _common(after, default=False)

@@ -1,5 +1,14 @@
 """What every other package stands on; it imports nothing else of the package."""
 
+import contextlib
 import time
+from importlib import metadata
 
 LOADED_NS = time.time_ns()  # when the package began to load: a code file changed after it may not be what ran
+NOT_INSTALLED = "not installed"  # a record's version of a package it could not find
+
+
+def package_version(name: str) -> str | None:
+    with contextlib.suppress(metadata.PackageNotFoundError):
+        return metadata.version(name)
+    return None

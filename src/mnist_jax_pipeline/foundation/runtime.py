@@ -12,14 +12,15 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import filelock
 
+from . import package_version
 from .errors import PipelineError, clip
 from .numerics import numerics
+from .paths import RUNTIME_LOCK
 
 LOCK_ENV = "MNIST_PIPELINE_LOCK"  # the lock file, or `off`: jobs share the machine on purpose
 DEFAULT_LOCK = Path(tempfile.gettempdir()) / f"mnist-jax-pipeline-{os.getuid()}.lock"
@@ -27,14 +28,7 @@ LOCK_TIMEOUT_ENV = "MNIST_PIPELINE_LOCK_TIMEOUT"  # seconds a stage waits for th
 DEFAULT_LOCK_TIMEOUT = 60.0
 SAY_AFTER = 1.0  # seconds of waiting before the wait is said
 BUSY_SHARE = 0.10  # other processes' share of the CPU above which a timing is flagged
-RUNTIME_LOCK = Path("requirements/runtime.txt")  # the locked runtime versions, exported from uv.lock
 log = logging.getLogger(__name__)
-
-
-def package_version(name: str) -> str | None:
-    with contextlib.suppress(metadata.PackageNotFoundError):
-        return metadata.version(name)
-    return None
 
 
 def runtime_lock_sha256() -> str | None:

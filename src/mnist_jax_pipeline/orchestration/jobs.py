@@ -1,9 +1,7 @@
 """A job, one run of a stage, and its provenance record: the code it runs, what it reads and writes."""
 
-import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -12,13 +10,13 @@ from pydantic import ValidationError
 from ..artefacts import atomic
 from ..artefacts.provenance import Execution, Hashes, Stamp, file_sha256, files_under
 from ..config.params import Params
-from ..foundation import LOADED_NS
+from ..foundation import LOADED_NS, NOT_INSTALLED, package_version
 from ..foundation.errors import PipelineError
+from ..foundation.paths import RUNTIME_LOCK
 from . import stage_table
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the package that runs
 CODE_ROOT = Path("src") / PACKAGE_DIR.name  # the checkout's package, relative to the project root
-RUNTIME_LOCK = Path("requirements/runtime.txt")  # the locked runtime versions: every stage's dependency
 VERSIONS = "jax jaxlib numpy optax safetensors tensorflow-datasets matplotlib mnist-jax-pipeline snakemake dvc"
 
 
@@ -71,12 +69,6 @@ def code_files(stage: stage_table.Stage, root: Path) -> list[Path]:
         found.update(files_under(root / name))
         found.update(root / parent / "__init__.py" for parent in [*Path(name).parents])
     return sorted(found)
-
-
-def _version(name: str) -> str:
-    with contextlib.suppress(metadata.PackageNotFoundError):
-        return metadata.version(name)
-    return "not installed"
 
 
 @dataclass
@@ -147,7 +139,7 @@ class Recorder:
             code=self.code(job.stage),
             inputs=inputs,
             outputs=self.hashes.tree(job.outputs()),
-            versions={name: _version(name) for name in VERSIONS.split()},
+            versions={name: package_version(name) or NOT_INSTALLED for name in VERSIONS.split()},
             run=execution,
         )
         atomic.write_text(job.stamp_path, stamp.model_dump_json(indent=2, exclude_none=True) + "\n")

@@ -21,14 +21,13 @@ from rocrate.rocrate import ROCrate
 
 from ...artefacts.provenance import Hashes
 from ...artefacts.training import RunInfo
-from ...foundation import paths
+from ...foundation import NOT_INSTALLED, paths
 from .. import commands, stage_table
 from .records import RecordedJob
 
 PROJECT = "mnist-jax-pipeline"  # the project's distribution, as the records' `versions` name it
 ENGINES = {"snakemake": "Snakemake", "dvc": "DVC"}  # the tools a record's `run.tool` names: package, name
 BY_HAND = "mnist-pipeline"  # the `run.tool` of a job run by hand
-NOT_INSTALLED = "not installed"  # a record's version of a package it could not find
 PYPI = "https://pypi.org/project/{}/{}/"  # a release's page: the @id and url of a package at a version
 PROFILES = {  # conformsTo of the root: the profile and the profiles it extends
     "https://w3id.org/ro/wfrun/process/0.5": "Process Run Crate",

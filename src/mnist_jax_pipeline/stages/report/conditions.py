@@ -33,8 +33,7 @@ def _load(run: RunInfo) -> str | None:
 
 def _others_share(run: RunInfo) -> float | None:
     """The share of the CPU other processes used, where it made the machine busy."""
-    share = run.other_cpu_share
-    return share if share is not None and share > BUSY_SHARE else None
+    return run.other_cpu_share if (run.other_cpu_share or 0.0) > BUSY_SHARE else None
 
 
 def observed(variant: str, run: RunInfo) -> str:

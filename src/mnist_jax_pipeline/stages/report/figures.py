@@ -6,26 +6,25 @@ no version, so the same inputs give the same bytes on every run.
 import base64
 import io
 import math
+import os
 import zlib
 from collections.abc import Mapping, Sequence
-from typing import Any
+from itertools import groupby
+from typing import Any, TypeVar
 
 import numpy as np
 from matplotlib import style as mpl_style
 from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 
-from ...artefacts.dataset import SplitStats, Stats
 from ...artefacts.profile_summary import Allocation, ProfileSummary, Snapshot, short_frame
 from ...foundation import paths
 from ...foundation.dataset_facts import NUM_CLASSES
-from .formatting import plain, seconds, seconds_tick
-from .formatting import size as byte_size
+from .formatting import plain, seconds, seconds_tick, size
 from .inputs import Artefacts, VariantResults
 from .ticks import log_axis
 
@@ -50,27 +49,33 @@ STYLE: dict[str, Any] = {
     "image.interpolation": "nearest",
     "svg.hashsalt": "mnist-jax-pipeline",
 }
+T = TypeVar("T")
 PLAIN = FuncFormatter(lambda value, _: plain(value))  # 0.1 rather than 10^-1 on log axes
 SHARE = FuncFormatter(lambda value, _: f"{plain(100 * value)} %")  # 0.95 -> '95 %'
 
 
+def laid_out(figsize: tuple[float, float], columns: int = 1) -> tuple[Figure, Any]:
+    """A figure of `figsize` inches that matplotlib lays out, and its axes: one, or a row of `columns`."""
+    fig = Figure(figsize=figsize, layout="constrained")
+    return fig, fig.subplots(1, columns)
+
+
 def png_bytes(fig: Figure) -> bytes:
     """Render `fig` as PNG without the 'Software' (matplotlib version) chunk."""
-    FigureCanvasAgg(fig)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
     return buffer.getvalue()
 
 
-def data_uri(png: bytes) -> str:
-    """PNG bytes as a data: URI, to inline in a page."""
-    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+def data_uri(data: bytes, media_type: str = "image/png") -> str:
+    """Bytes (PNG unless told) as a data: URI, to inline in a page."""
+    return f"data:{media_type};base64," + base64.b64encode(data).decode("ascii")
 
 
-def ordered_splits(stats: Stats) -> list[tuple[str, SplitStats]]:
-    """The splits of stats.json as train, val, test, then any other."""
-    order = {name: i for i, name in enumerate(SPLIT_ORDER)}
-    return sorted(stats.splits.items(), key=lambda item: (order.get(item[0], len(order)), item[0]))
+def ordered(items: Mapping[str, T], first: Sequence[str]) -> list[tuple[str, T]]:
+    """The items named in `first`, in its order, then any other by name."""
+    order = {name: i for i, name in enumerate(first)}
+    return sorted(items.items(), key=lambda item: (order.get(item[0], len(order)), item[0]))
 
 
 def digit_grid(images: np.ndarray, titles: Sequence[str] = (), empty: str = "", columns: int = 10) -> Figure:
@@ -96,29 +101,28 @@ def digit_grid(images: np.ndarray, titles: Sequence[str] = (), empty: str = "", 
     return fig
 
 
-def class_bars(ax: Axes, groups: Mapping[str, Sequence[float]]) -> None:
-    """A bar per group at each class, side by side, in the colour cycle's order."""
+def class_bars(groups: Mapping[str, Sequence[float]], figsize: tuple[float, float]) -> tuple[Figure, Axes]:
+    """A figure with a bar per group at each class, side by side in the colour cycle's order, and their legend."""
+    fig, ax = laid_out(figsize)
     width = 0.8 / max(len(groups), 1)
     for i, (label, values) in enumerate(groups.items()):
         ax.bar(CLASSES + (i - (len(groups) - 1) / 2) * width, values, width, label=label)
     ax.set(xticks=CLASSES, xlabel="class")
+    fig.legend(ncols=len(groups), loc="outside upper right", fontsize=8)
+    return fig, ax
 
 
 def class_balance(art: Artefacts) -> Figure:
     """Share of each class in every non-empty split."""
-    fig = Figure(figsize=(7, 2.6), layout="constrained")
-    ax = fig.subplots()
-    splits = [(name, split) for name, split in ordered_splits(art.stats) if split.count]
-    class_bars(ax, {f"{name} ({split.count:,})": split.class_balance for name, split in splits})
+    splits = ordered(art.stats.splits, SPLIT_ORDER)
+    fig, ax = class_bars({f"{n} ({s.count:,})": s.class_balance for n, s in splits if s.count}, (7, 2.6))
     ax.set(ylabel="share of split")
-    fig.legend(ncols=len(splits), loc="outside upper right", fontsize=8)
     return fig
 
 
 def training_curves(variants: Sequence[VariantResults]) -> Figure:
     """Loss and train/test accuracy per epoch. Identical runs overlap: wider lines go first."""
-    fig = Figure(figsize=HALF, layout="constrained")
-    loss_ax, acc_ax = fig.subplots(1, 2)
+    fig, (loss_ax, acc_ax) = laid_out(HALF, 2)
     for i, v in enumerate(variants):
         epochs = [h.epoch for h in v.history]
         style = {"color": f"C{i}", "linewidth": max(3.2 - 1.1 * i, 1.0), "alpha": 0.85}
@@ -142,8 +146,7 @@ def training_curves(variants: Sequence[VariantResults]) -> Figure:
 
 def epoch_times(variants: Sequence[VariantResults]) -> Figure:
     """Seconds per epoch, then first and median epoch and compile time per variant (log scales, in ms and s)."""
-    fig = Figure(figsize=HALF, layout="constrained")
-    line_ax, bar_ax = fig.subplots(1, 2)
+    fig, (line_ax, bar_ax) = laid_out(HALF, 2)
     for i, v in enumerate(variants):
         epochs, times = [h.epoch for h in v.history], [h.epoch_seconds for h in v.history]
         line_ax.plot(epochs, times, marker="o", markersize=3, color=f"C{i}", label=v.name)
@@ -156,39 +159,26 @@ def epoch_times(variants: Sequence[VariantResults]) -> Figure:
         ("compile_seconds", "compile (apart)", ".."),
     )
     x, width, colors = np.arange(len(variants)), 0.8 / len(kinds), [f"C{i}" for i in range(len(variants))]
-    for k, (key, label, hatch) in enumerate(kinds):
-        values = [getattr(v.train, key) for v in variants]
-        bars = bar_ax.bar(
-            x + (k - 1) * width,
-            [value or 0.0 for value in values],
-            width,
-            label=label,
-            hatch=hatch,
-            color=colors,
-            edgecolor="black",
-            linewidth=0.5,
-            alpha=0.55 + 0.2 * k,
-        )
-        labels = [seconds(value) if value else "" for value in values]
-        bar_ax.bar_label(bars, labels, padding=2, rotation=90, fontsize=6.5)  # turned: upright ones would overlap
+    for k, (key, _, hatch) in enumerate(kinds):
+        heights = [getattr(v.train, key) or 0.0 for v in variants]
+        style = {"hatch": hatch, "color": colors, "edgecolor": "black", "linewidth": 0.5, "alpha": 0.55 + 0.2 * k}
+        bars = bar_ax.bar(x + (k - 1) * width, heights, width, **style)
+        # the labels turned: upright ones would overlap
+        bar_ax.bar_label(bars, fmt=lambda value: seconds(value) if value else "", padding=2, rotation=90, fontsize=6.5)
     bar_ax.set(title="epoch and compile time (log)", xticks=x, xticklabels=[v.name for v in variants])
     log_axis(bar_ax, "y", [getattr(v.train, key) for v in variants for key, _, _ in kinds], seconds_tick, headroom=4)
     bar_ax.grid(axis="x", visible=False)
-    handles = [Patch(facecolor="white", edgecolor="black", hatch=hatch, label=label) for _, label, hatch in kinds]
-    lines, names = line_ax.get_legend_handles_labels()
-    entries = len(variants) + len(kinds)
-    ncols = entries if entries <= 5 else math.ceil(entries / 2)
-    fig.legend(
-        lines + handles, names + [h.get_label() for h in handles], ncols=ncols, loc="outside upper right", fontsize=7
-    )
+    handles = line_ax.get_legend_handles_labels()[0]
+    handles += [Patch(facecolor="white", edgecolor="black", hatch=hatch, label=label) for _, label, hatch in kinds]
+    ncols = len(handles) if len(handles) <= 5 else math.ceil(len(handles) / 2)
+    fig.legend(handles=handles, ncols=ncols, loc="outside upper right", fontsize=7)
     return fig
 
 
 def confusion(v: VariantResults) -> Figure:
     """Counts of (actual, predicted), actual on y as in DVC's template; a log colour scale, so off-diagonal cells
     show, and zero cells blank."""
-    fig = Figure(figsize=(4.4, 3.8), layout="constrained")
-    ax = fig.subplots()
+    fig, ax = laid_out((4.4, 3.8))
     counts: np.ndarray = np.asarray(v.details.confusion_matrix, dtype=np.int64)  # [actual, predicted]
     top = max(int(counts.max()), 2)
     norm = LogNorm(vmin=1, vmax=top)
@@ -209,15 +199,12 @@ def confusion(v: VariantResults) -> Figure:
 
 def per_class_recall(variants: Sequence[VariantResults]) -> Figure:
     """Recall of every class, one bar per variant."""
-    fig = Figure(figsize=HALF, layout="constrained")
-    ax = fig.subplots()
     recalls = {v.name: [v.evaluation.per_class[str(c)].recall for c in CLASSES] for v in variants}
-    class_bars(ax, recalls)
+    fig, ax = class_bars(recalls, HALF)
     lowest = min(min(recall) for recall in recalls.values())
     ax.set(title="recall per class", ylim=(max(0.0, math.floor((lowest - 0.02) * 20) / 20), 1.0))
     ax.yaxis.set_major_formatter(SHARE)
     ax.yaxis.set_major_locator(MaxNLocator(nbins=5))
-    fig.legend(ncols=len(variants), loc="outside upper right", fontsize=8)
     return fig
 
 
@@ -236,16 +223,15 @@ def _micros_tick(value: float, _: object) -> str:
 def step_timeline(profiles: dict[str, ProfileSummary], order: Sequence[str]) -> Figure:
     """One traced step per variant, op events by thread: matrix products red, other ops blue, and a thin line
     from an asynchronous op's event end to when it really finished."""
-    shown = [name for name in order if name in profiles]
-    lanes = {name: sorted({e.lane for e in profiles[name].trace.table.timeline.events}) for name in shown}
-    heights = [max(len(lanes[name]), 1) * 0.25 + 0.55 for name in shown]
+    timelines = {name: profiles[name].trace.table.timeline for name in order if name in profiles}
+    lanes = {name: sorted({e.lane for e in timeline.events}) for name, timeline in timelines.items()}
+    heights = [max(len(threads), 1) * 0.25 + 0.55 for threads in lanes.values()]
     fig = Figure(figsize=(HALF[0], max(sum(heights) + 0.3, 1.2)), layout="constrained")
-    if not shown:
+    if not timelines:
         fig.text(0.5, 0.5, "no execution trace: run the profile stage", ha="center", va="center")
         return fig
-    axes = np.atleast_1d(fig.subplots(len(shown), 1, gridspec_kw={"height_ratios": heights}))
-    for ax, name in zip(axes, shown, strict=True):
-        timeline = profiles[name].trace.table.timeline
+    axes = np.atleast_1d(fig.subplots(len(timelines), 1, gridspec_kw={"height_ratios": heights}))
+    for ax, (name, timeline) in zip(axes, timelines.items(), strict=True):
         rows = {lane: i for i, lane in enumerate(lanes[name])}
         for e in timeline.events:
             y, color = rows[e.lane], "C3" if e.matmul else "C0"
@@ -278,39 +264,28 @@ def icicle(rows: Sequence[Allocation], title: str) -> Figure:
     """The live bytes by call stack, root at the top, each frame as wide as the bytes below it: from the last
     frame every stack shares (where they part) down at most ICICLE_DEPTH levels."""
     stacks = [([short_frame(f) for f in reversed(r.stack)], r.bytes) for r in rows if r.bytes > 0]
-    total = sum(size for _, size in stacks)
-    shared = 0
-    while stacks and all(len(s) > shared + 1 for s, _ in stacks) and len({s[shared] for s, _ in stacks}) == 1:
-        shared += 1
+    total = sum(nbytes for _, nbytes in stacks)
+    # how many frames every stack shares, each keeping at least one of its own
+    shared = min([len(os.path.commonprefix([s for s, _ in stacks]))] + [len(s) - 1 for s, _ in stacks])
     first = max(shared - 1, 0)
-    drawn = sorted(((tuple(s[first : first + ICICLE_DEPTH]), size) for s, size in stacks), key=lambda p: p[0])
+    drawn = sorted(((tuple(s[first : first + ICICLE_DEPTH]), nbytes) for s, nbytes in stacks), key=lambda p: p[0])
     depth = max((len(s) for s, _ in drawn), default=1)
-    fig = Figure(figsize=(9, 0.8 + 0.3 * depth), layout="constrained")
-    ax = fig.subplots()
+    fig, ax = laid_out((9, 0.8 + 0.3 * depth))
     ax.set_axis_off()
-    ax.set_title(f"{title} ({byte_size(total)})")
-    if not total:
-        ax.text(0.5, 0.5, "no device buffers", ha="center", va="center", transform=ax.transAxes)
-        return fig
+    ax.set_title(f"{title} ({size(total)})")
     for level in range(depth):
-        spans: list[list[Any]] = []  # [frames down to this level, start, width]: neighbours that share them merged
-        x = 0.0
-        for stack, size in drawn:
-            if len(stack) > level:
-                prefix = stack[: level + 1]
-                if spans and spans[-1][0] == prefix and math.isclose(spans[-1][1] + spans[-1][2], x):
-                    spans[-1][2] += size
-                else:
-                    spans.append([prefix, x, size])
-            x += size
-        for prefix, start, width in spans:
-            color = f"C{zlib.crc32(prefix[-1].encode()) % 10}"
-            box = (start / total, level + 0.04), width / total, 0.92
-            ax.add_patch(Rectangle(*box, linewidth=0.5, facecolor=color, edgecolor="white", alpha=0.75))
-            if width / total > 0.07:
-                label = prefix[-1] if len(prefix[-1]) * 0.0075 < width / total else prefix[-1].split(" ")[0]
-                x_mid = (start + width / 2) / total
-                ax.text(x_mid, level + 0.5, label, ha="center", va="center", fontsize=6.5, clip_on=True)
+        start = 0.0
+        for prefix, group in groupby(drawn, key=lambda pair: pair[0][: level + 1]):  # neighbours that share frames
+            width = sum(nbytes for _, nbytes in group)
+            if len(prefix) > level:
+                color = f"C{zlib.crc32(prefix[-1].encode()) % 10}"
+                box = (start / total, level + 0.04), width / total, 0.92
+                ax.add_patch(Rectangle(*box, linewidth=0.5, facecolor=color, edgecolor="white", alpha=0.75))
+                if width / total > 0.07:
+                    label = prefix[-1] if len(prefix[-1]) * 0.0075 < width / total else prefix[-1].split(" ")[0]
+                    x_mid = (start + width / 2) / total
+                    ax.text(x_mid, level + 0.5, label, ha="center", va="center", fontsize=6.5, clip_on=True)
+            start += width
     ax.set(xlim=(0, 1), ylim=(depth, 0))
     return fig
 

@@ -15,8 +15,7 @@ BYTE_COUNT = re.compile(r"\b(\d{1,3}(?:,\d{3})+|\d+) bytes\b")
 
 def _three_digits(value: float) -> str:
     """Three significant digits, trailing zeros kept: 2 -> '2.00', 12.34 -> '12.3'."""
-    magnitude = abs(value)
-    return f"{value:.{2 if magnitude < 10 else 1 if magnitude < 100 else 0}f}"
+    return f"{value:.{2 if abs(value) < 10 else 1 if abs(value) < 100 else 0}f}"
 
 
 def _scaled(amount: float, base: int, units: tuple[str, ...]) -> str:
@@ -42,10 +41,8 @@ def percent(value: Any, digits: int = 2) -> str:
 
 def signed_percent(value: Any, digits: int = 1) -> str:
     """A relative change, its sign always shown: 0.027 -> '+2.7 %', -0.01 -> '−1.0 %'."""
-    if value is None:
-        return MISSING
-    text = f"{100 * float(value):.{digits}f}"
-    return f"{_signed(text, float(text))} %"
+    text = percent(value, digits)
+    return text if value is None else _signed(text, float(text.removesuffix(" %")))
 
 
 def seconds(value: Any) -> str:

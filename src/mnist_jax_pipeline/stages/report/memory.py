@@ -2,7 +2,6 @@
 graphs cleaned of scripts, handlers and links and inlined at a fixed size (without one, the report's own icicle
 of the stacks), and XLA's analysis of each compiled step (the train stage's metrics)."""
 
-import base64
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -12,8 +11,7 @@ from typing import Any
 from ...artefacts.profile_summary import INSTALL_HINT, Allocation, ProfileSummary, Snapshot, short_frame
 from ...foundation import paths, variants
 from ...foundation.errors import remake
-from ...foundation.paths import SNAPSHOTS
-from .figures import data_uri, icicle_png, icicle_rows
+from .figures import data_uri, icicle_png, icicle_rows, ordered
 from .formatting import href, size
 from .inputs import Artefacts
 
@@ -69,8 +67,7 @@ def _undo_pan_zoom(root: ET.Element) -> None:
         return
     xs, ys = numbers[0::2], numbers[1::2]
     scale = re.search(r"scale\(\s*([\d.]+)[\s,]*([\d.]+)?", graph.get("transform", ""))
-    sx = float(scale.group(1)) if scale else 1.0
-    sy = float(scale.group(2) or sx) if scale else 1.0
+    sx, sy = (float(scale.group(1)), float(scale.group(2) or scale.group(1))) if scale else (1.0, 1.0)
     root.set("viewBox", f"0 0 {(max(xs) - min(xs)) * sx:g} {(max(ys) - min(ys)) * sy:g}")
 
 
@@ -79,12 +76,11 @@ def clean_svg(text: str) -> str:
     root = ET.fromstring(text)
     if _local(root.tag) != "svg":
         raise ValueError(f"root element is <{_local(root.tag)}>, not <svg>")
-    for parent in list(root.iter()):
-        for child in list(parent):
+    for element in list(root.iter()):
+        for child in list(element):
             tag = _local(child.tag)
             if tag in UNSAFE_TAGS or (tag == "style" and EXTERNAL_URL.search(child.text or "")):
-                parent.remove(child)
-    for element in root.iter():
+                element.remove(child)
         for name, value in list(element.attrib.items()):
             local = _local(name)
             handler, link = local.lower().startswith("on"), local == "href" and not value.startswith("#")
@@ -92,10 +88,9 @@ def clean_svg(text: str) -> str:
                 del element.attrib[name]
     _undo_pan_zoom(root)
     box = root.get("viewBox", "").replace(",", " ").split()
-    if len(box) == 4:
-        for attr, value in (("width", box[2]), ("height", box[3])):
-            if not root.get(attr) or root.get(attr, "").endswith("%"):
-                root.set(attr, f"{float(value):g}pt")
+    for attr, value in zip(("width", "height"), box[2:] if len(box) == 4 else [], strict=False):
+        if (root.get(attr) or "%").endswith("%"):  # none, empty or relative: the viewBox's
+            root.set(attr, f"{float(value):g}pt")
     ET.register_namespace("", SVG_NS)
     ET.register_namespace("xlink", "http://www.w3.org/1999/xlink")
     return ET.tostring(root, encoding="unicode")
@@ -107,7 +102,7 @@ def svg_data_uri(path: Path, made_by: str) -> str:
         cleaned = clean_svg(path.read_text(encoding="utf-8"))
     except (ET.ParseError, ValueError, UnicodeDecodeError) as err:
         raise remake(path, f"not a readable SVG ({err})", made_by) from err
-    return "data:image/svg+xml;base64," + base64.b64encode(cleaned.encode()).decode("ascii")
+    return data_uri(cleaned.encode(), "image/svg+xml")
 
 
 def call_graph_file(profile_dir: Path, name: str, snapshot: Snapshot) -> Path | None:
@@ -125,8 +120,7 @@ def origin(row: Allocation) -> str:
 
 def _profiled(art: Artefacts, name: str, summary: ProfileSummary) -> Profiled:
     """A variant's summary with its call graphs cleaned and inlined (else its icicles), its trace's shares and files."""
-    order = {point: i for i, point in enumerate(SNAPSHOTS)}
-    points = dict(sorted(summary.points.items(), key=lambda item: (order.get(item[0], len(order)), item[0])))
+    points = dict(ordered(summary.points, paths.SNAPSHOTS))
     folder, made_by = paths.PROFILE.at(name, art.root), paths.PROFILE.stage(name)
     files = {point: call_graph_file(folder, point, snapshot) for point, snapshot in points.items()}
     graphs = {point: svg_data_uri(path, made_by) for point, path in files.items() if path}
@@ -157,11 +151,10 @@ def _xla(art: Artefacts) -> list[dict[str, Any]]:
         if v.train.xla is None:
             continue
         unit, summary = variants.get(v.name).call_unit, art.profiles.get(v.name)
-        sizes = [summary.expected_bytes.get(key) if summary else None for key, _ in ARGUMENTS[unit]]
+        keys, labels = zip(*ARGUMENTS[unit], strict=True)
+        sizes = [summary.expected_bytes.get(key) if summary else None for key in keys]
         known = None not in sizes
-        parts = [
-            f"{label} {size(part)}" if known else label for (_, label), part in zip(ARGUMENTS[unit], sizes, strict=True)
-        ]
+        parts = [f"{label} {size(part)}" for label, part in zip(labels, sizes, strict=True)] if known else labels
         rows.append(
             {
                 "name": v.name,

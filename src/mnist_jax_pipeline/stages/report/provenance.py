@@ -51,9 +51,7 @@ def git_state() -> dict[str, Any]:
 
 def versions() -> dict[str, str]:
     """Python and the pipeline's key packages, read from installed metadata (nothing imported)."""
-    found = {"python": platform.python_version()}
-    found.update({name: package_version(name) or "not installed" for name in PACKAGES})
-    return found
+    return {"python": platform.python_version()} | {name: package_version(name) or "not installed" for name in PACKAGES}
 
 
 def generated_at() -> str:

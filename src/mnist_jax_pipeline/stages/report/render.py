@@ -20,7 +20,7 @@ from ...config.params import Params, load
 from ...foundation import paths, variants
 from ...foundation.runtime import BUSY_SHARE
 from .conditions import busy_flag, calm_line, parameter_values, short_causes
-from .figures import SAMPLE_DIGITS, data_uri, draw_all, ordered_splits
+from .figures import SAMPLE_DIGITS, SPLIT_ORDER, data_uri, draw_all, ordered
 from .formatting import FILTERS, href
 from .inputs import Artefacts, VariantResults, read_all
 from .memory import memory_view, origin
@@ -43,9 +43,8 @@ def environment(autoescape: bool) -> Environment:
     return env
 
 
-def speedups(results: tuple[VariantResults, ...]) -> dict[str, float | None]:
-    """Median epoch time of the baseline variant over each variant's (None without a baseline run)."""
-    base = next((v for v in results if v.name == variants.BASELINE), None)
+def speedups(base: VariantResults | None, results: tuple[VariantResults, ...]) -> dict[str, float | None]:
+    """Median epoch time of the baseline run over each variant's (None without a baseline run)."""
     return {
         v.name: base.train.epoch_seconds_median / v.train.epoch_seconds_median
         if base and v.train.epoch_seconds_median > 0
@@ -62,11 +61,11 @@ def context(art: Artefacts, params: Params, params_path: str, figures: dict[str,
     return {
         "manifest": art.manifest,
         "stats": art.stats,
-        "splits": ordered_splits(art.stats),
+        "splits": ordered(art.stats.splits, SPLIT_ORDER),
         "samples_shown": min(len(art.test_images), SAMPLE_DIGITS),
         "variants": art.variants,
         "descriptions": {v.name: variants.get(v.name).description for v in art.variants},
-        "speedups": speedups(art.variants),
+        "speedups": speedups(baseline, art.variants),
         "busy_causes": {name: short_causes(run) for name, run in runs.items()},
         # each variant's class of lowest recall, with its scores
         "worst": {v.name: min(sorted(v.evaluation.per_class.items()), key=lambda c: c[1].recall) for v in art.variants},

@@ -7,7 +7,7 @@ import math
 from collections.abc import Callable, Iterable
 
 from matplotlib.axes import Axes
-from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
 from .formatting import plain
 
@@ -71,7 +71,6 @@ def log_axis(
     axis = getattr(ax, f"{which}axis")
     axis.set_major_locator(FixedLocator(ticks))
     axis.set_major_formatter(FuncFormatter(lambda value, _: label(value)))
-    axis.set_minor_locator(LogLocator(subs="auto"))
     axis.set_minor_formatter(NullFormatter())
     return ticks
 
@@ -80,5 +79,4 @@ def within(values: list[float], top: float | None = None) -> tuple[float, float]
     """Axis limits around the data with a small margin, never past `top` (100% for an accuracy)."""
     low, high = min(values), max(values)
     pad = (high - low) * 0.08 or max(abs(high) * 0.02, 1e-3)
-    upper = high + pad if top is None else min(top, high + pad)
-    return low - pad, upper
+    return low - pad, high + pad if top is None else min(top, high + pad)

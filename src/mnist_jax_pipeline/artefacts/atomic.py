@@ -9,6 +9,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
+
 from ..foundation.errors import PipelineError
 
 TMP_PREFIX = ".tmp-"
@@ -57,22 +59,12 @@ def _remove(tmp: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process
-        pass
-    return True
-
-
 def sweep(path: Path) -> None:
     """Remove what a killed writer of `path` left beside it (`.tmp-<name>.<dead pid>.*`); an earlier folder
     set aside between the two renames of its replacement goes back if `path` is gone."""
     for orphan in sorted(path.parent.glob(f"{TMP_PREFIX}{path.name}.*")) if path.parent.is_dir() else []:
         pid = orphan.name[len(TMP_PREFIX) + len(path.name) + 1 :].split(".", 1)[0]
-        if not pid.isdigit() or _alive(int(pid)):
+        if not pid.isdigit() or psutil.pid_exists(int(pid)):
             continue
         with contextlib.suppress(OSError):
             if orphan.name.endswith(".old") and not path.exists():

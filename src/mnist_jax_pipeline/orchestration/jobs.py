@@ -62,6 +62,11 @@ def all_jobs(variants: Iterable[str], root: Path = Path(".")) -> list[Job]:
     return [Job(stage, v, root) for stage in stage_table.STAGES for v in (variants if stage.per_variant else (None,))]
 
 
+def loaded(name: str) -> Path:
+    """The file of the package that runs for a checkout's code file (the runtime lock: itself)."""
+    return PACKAGE_DIR / Path(name).relative_to(CODE_ROOT) if CODE_ROOT in Path(name).parents else Path(name)
+
+
 def code_files(stage: stage_table.Stage, root: Path) -> list[Path]:
     """The files of the package at `root` the stage's command runs, with every package's __init__.py above."""
     found: set[Path] = set()
@@ -108,8 +113,8 @@ class Recorder:
         if not CODE_ROOT.is_dir() or CODE_ROOT.resolve() == PACKAGE_DIR:
             return
         for name, digest in self.code(stage).items():
-            installed = PACKAGE_DIR / Path(name).relative_to(CODE_ROOT) if CODE_ROOT in Path(name).parents else None
-            if installed is not None and (not installed.is_file() or self.hashes.of(installed) != digest):
+            installed = loaded(name)
+            if installed != Path(name) and (not installed.is_file() or self.hashes.of(installed) != digest):
                 raise PipelineError(
                     f"{name}: differs from the installed package ({installed}); install the"
                     " checkout's code: pip install -e . (or rebuild the image)"
@@ -119,10 +124,9 @@ class Recorder:
         """Refuse to record code that may not be what ran: a code file changed since the package began to
         load (its status time), or since its digest was taken."""
         for name, digest in self.code(job.stage).items():
-            path = Path(name)
-            loaded = PACKAGE_DIR / path.relative_to(CODE_ROOT) if CODE_ROOT in path.parents else path
+            path = loaded(name)
             try:
-                changed = (loaded != path and loaded.stat().st_ctime_ns > LOADED_NS) or file_sha256(loaded) != digest
+                changed = (path != Path(name) and path.stat().st_ctime_ns > LOADED_NS) or file_sha256(path) != digest
             except OSError:
                 changed = True
             if changed:

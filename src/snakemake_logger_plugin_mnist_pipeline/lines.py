@@ -71,11 +71,10 @@ def why(reason: str, inputs: list[str] | None = None) -> str:
     if "Forced execution" in parts:
         return "forced"
     updated, missing = parts.get("Updated input files", []), parts.get("Missing output files", [])
-    markers = [name for name in [*updated, *(inputs or [] if missing else [])] if name.startswith(MARKERS)]
-    if markers:
+    if markers := [name for name in [*updated, *(inputs or [] if missing else [])] if name.startswith(MARKERS)]:
         return marker_reason(markers[0])
-    upstream = parts.get("Input files updated by another job", [])
-    if upstream:  # the jobs whose records are among the updated inputs
+    if upstream := parts.get("Input files updated by another job", []):
+        # the jobs whose records are among the updated inputs
         makers = sorted({label for name in upstream if (label := record_label(name))})
         return f"after {_some(makers, shown=4)}" if makers else f"after the job that makes {upstream[0]}"
     if missing:

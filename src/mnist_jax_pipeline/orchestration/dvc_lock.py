@@ -57,7 +57,6 @@ def in_step(jobs: Iterable[Job]) -> bool:
 
 
 def remember(jobs: Iterable[Job]) -> None:
-    AGREED.parent.mkdir(parents=True, exist_ok=True)
     atomic.write_text(AGREED, fingerprint(jobs) + "\n")
 
 
@@ -84,8 +83,7 @@ def bring_up_to_date(jobs: list[Job]) -> str | None:
     if in_step(jobs):
         return None
     before = DVC_LOCK.read_bytes() if DVC_LOCK.is_file() else b""
-    failed = commit([job.name for job in jobs])
-    if failed:
+    if failed := commit([job.name for job in jobs]):
         return f"warning: {failed}"
     remember(jobs)
     return UP_TO_DATE if DVC_LOCK.read_bytes() != before else None
@@ -100,23 +98,21 @@ class RepositoryLock:
     """DVC's repository lock, held while a Snakemake run's jobs run: `dvc repro` cannot start beside them,
     and they do not start beside a DVC command, nor beside a stage DVC runs."""
 
-    def __init__(self, path: Path = REPOSITORY_LOCK) -> None:
-        self.path = path
+    def __init__(self) -> None:
         self.held: list[object] = []
 
     def hold(self) -> None:
         """Take the lock, or stop with one line naming what holds it."""
-        if not self.path.parent.parent.is_dir():  # no .dvc: not a DVC project
+        if not committing():
             return
         import zc.lockfile
 
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        REPOSITORY_LOCK.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self.held.append(zc.lockfile.LockFile(str(self.path)))
+            self.held.append(zc.lockfile.LockFile(str(REPOSITORY_LOCK)))
         except zc.lockfile.LockError:
-            raise SystemExit(BUSY.format(f"{self.path} is held")) from None
-        running = self.stage_runs()
-        if running:
+            raise SystemExit(BUSY.format(f"{REPOSITORY_LOCK} is held")) from None
+        if running := self.stage_runs():
             self.release()
             raise SystemExit(BUSY.format(f"pid {running[0]} runs a stage"))
 
@@ -126,7 +122,7 @@ class RepositoryLock:
         import psutil
 
         try:
-            locks = json.loads((self.path.parent / "rwlock").read_text())
+            locks = json.loads((REPOSITORY_LOCK.parent / "rwlock").read_text())
         except (OSError, ValueError):
             return []
         infos = [*locks.get("write", {}).values(), *(i for group in locks.get("read", {}).values() for i in group)]
@@ -142,20 +138,13 @@ def commit_current(checker: Checker, jobs: list[Job], ran: set[str], succeeded: 
     """`dvc commit` the jobs of a run (`ran`: their names) whose outputs are current by content, so dvc.lock
     never names an output made from other inputs; after a run that succeeded, the others are named in one
     line. None, or why the commit failed."""
-    current: list[str] = []
-    left: list[tuple[str, str]] = []
-    for job in jobs:
-        if job.name in ran:
-            problems = checker.problems(job)
-            if problems:
-                left.append((job.name, problems[0]))
-            else:
-                current.append(job.name)
+    problems = {job.name: checker.problems(job) for job in jobs if job.name in ran}
+    current = [name for name, found in problems.items() if not found]
+    left = [(name, found[0]) for name, found in problems.items() if found]
     if left and succeeded:  # after a failed run, the failure says why
         others = f" (and {', '.join(name for name, _ in left[1:])})" if left[1:] else ""
         print(f"dvc.lock: {left[0][0]} not recorded, not current: {left[0][1]}{others}", file=sys.stderr)
-    failed = commit(current)
-    if failed:
+    if failed := commit(current):
         return f"the jobs succeeded, but {failed}" if succeeded else failed
     if not left and {job.name for job in jobs} <= ran:
         remember(jobs)

@@ -72,8 +72,7 @@ def _dvc_out(artefact: paths.Artefact, stage: Stage) -> str | dict:
     must not delete it before the stage runs)."""
     path = _dvc_path(artefact, stage)
     options: dict = {}
-    if artefact.plot:
-        plot = artefact.plot
+    if plot := artefact.plot:
         options = {"template": plot.template} if plot.template else {}
         options |= {"x": plot.x, "y": plot.y, "title": plot.title.replace("{variant}", "${item}")}
     if artefact.in_git:
@@ -89,8 +88,7 @@ def dvc_stage(stage: Stage) -> dict:
     elif stage.params:
         entry["params"] = list(stage.params)
     for role, key in (("out", "outs"), ("metrics", "metrics"), ("plots", "plots")):
-        chosen = [_dvc_out(a, stage) for a in stage.outputs if a.role == role]
-        if chosen:
+        if chosen := [_dvc_out(a, stage) for a in stage.outputs if a.role == role]:
             entry[key] = chosen
     return {"foreach": "${variants}", "do": entry} if stage.per_variant else entry
 
@@ -149,9 +147,8 @@ def _inputs(stage: Stage, prefix: str = "") -> list[str]:
     them, ancient(): a file time alone never runs a job."""
     records, files = [], []
     for artefact in stage.inputs:
-        maker = get(artefact.made_by)
-        where = "" if maker.name in SHARED else prefix
-        records += [r for r in _files(maker.stamp, stage, where) if r not in records]
+        where = "" if artefact.made_by in SHARED else prefix
+        records += [r for r in _files(get(artefact.made_by).stamp, stage, where) if r not in records]
         files += [f"ancient({f})" for f in _files(artefact, stage, where)]
     return [f'"{MARKERS}/{prefix}{Path(stage.stamp.path).name}"', *records, *files]
 
@@ -182,30 +179,23 @@ def _point_rule(stage: Stage) -> list[str]:
     return lines + ["    shell:", f'        POINT_LOCK + "MNIST_PIPELINE_LOG={{log:q}} {command}"']
 
 
-SWEEP_RULES = f"""rule sweep_point:
-    input:
-        "{MARKERS}/{POINT}/params",
-    output:
-        update("{POINT}/{paths.POINT_PARAMS}"),
-    log:
-        "logs/{POINT}/params.log",
-    shell:
-        "MNIST_PIPELINE_LOG={{log:q}} mnist-pipeline sweep-point"
-        " --sweep {{wildcards.sweep:q}} --point {{wildcards.point:q}}"
-
-
-rule sweep_compare:
-    input:
-        sweep_files,
-        sweep="sweeps/{{sweep}}.yaml",
-    output:
-        "sweeps/{{sweep}}/{paths.COMPARE_HTML}",
-        "sweeps/{{sweep}}/{paths.COMPARE_CSV}",
-    log:
-        "logs/sweeps/{{sweep}}/compare.log",
-    shell:
-        "MNIST_PIPELINE_LOG={{log:q}} mnist-pipeline compare --sweep {{wildcards.sweep:q}}"
-"""
+SWEEP_RULES = [  # a sweep point's params.yaml, and the sweep's comparison page
+    "rule sweep_point:",
+    *_block("input", [f'"{MARKERS}/{POINT}/params"']),
+    *_block("output", [f'update("{POINT}/{paths.POINT_PARAMS}")']),
+    *_block("log", [f'"logs/{POINT}/params.log"']),
+    "    shell:",
+    '        "MNIST_PIPELINE_LOG={log:q} mnist-pipeline sweep-point"',
+    '        " --sweep {wildcards.sweep:q} --point {wildcards.point:q}"',
+    "",
+    "",
+    "rule sweep_compare:",
+    *_block("input", ["sweep_files", 'sweep="sweeps/{sweep}.yaml"']),
+    *_block("output", [f'"sweeps/{{sweep}}/{name}"' for name in (paths.COMPARE_HTML, paths.COMPARE_CSV)]),
+    *_block("log", ['"logs/sweeps/{sweep}/compare.log"']),
+    "    shell:",
+    '        "MNIST_PIPELINE_LOG={log:q} mnist-pipeline compare --sweep {wildcards.sweep:q}"',
+]
 
 
 def _formatted(text: str) -> str:
@@ -224,7 +214,7 @@ def _formatted(text: str) -> str:
 def rule_file(name: str) -> str:
     """The text of workflow/rules/<name>.smk."""
     if name == "sweep":
-        rules = [SWEEP_RULES, *("\n".join(_point_rule(get(stage))) for stage in POINT_STAGES)]
+        rules = ["\n".join(SWEEP_RULES), *("\n".join(_point_rule(get(stage))) for stage in POINT_STAGES)]
     else:
         rules = ["\n".join(_rule(get(stage))) for stage in RULE_FILES[name]]
     return _formatted(HEADER + "\n\n" + "\n\n\n".join(rules) + "\n")
@@ -247,8 +237,7 @@ def stale() -> list[Path]:
 def main(args: argparse.Namespace) -> None:
     """`mnist-pipeline generate [--check]`."""
     if args.check:
-        outdated = stale()
-        if outdated:
+        if outdated := stale():
             raise PipelineError(
                 f"{', '.join(map(str, outdated))}: out of date with the stage table or the params types;"
                 " run `mnist-pipeline generate`"

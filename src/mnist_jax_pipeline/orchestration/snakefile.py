@@ -24,6 +24,7 @@ import yaml
 from ..artefacts import atomic
 from ..config import sweeps
 from ..config.params import load, validate
+from ..foundation.console import job_label
 from ..foundation.errors import PipelineError
 from ..foundation.variants import names
 from . import dvc_lock, freshness, run, stage_table
@@ -106,6 +107,11 @@ def declared(job: Job, variants: tuple[str, ...]) -> list[str]:
     return [p.as_posix() for p in [*found, job.stamp_path]]
 
 
+def point_jobs(sweep: sweeps.Sweep, point: sweeps.Point) -> list[Job]:
+    """The jobs of one sweep point, under its folder."""
+    return [Job(stage_table.get(name), sweep.variant, sweep.folder(point)) for name in stage_table.POINT_STAGES]
+
+
 class Pipeline:
     """The workflow's parameters and jobs, marked by content as the Snakefile is read (one line where
     params.yaml is not valid or .snakemake cannot be written), and what runs before and after the jobs."""
@@ -119,6 +125,8 @@ class Pipeline:
             raise SystemExit(f"error: {err}") from None
         self.workflow = workflow
         self.variants = tuple(self.params.variants)
+        self.variant_pattern = "|".join(self.variants)
+        self.all_variants = "|".join(names())
         self.checker = freshness.Checker(self.params)
         self.jobs = all_jobs(self.variants)
         self.lock = dvc_lock.RepositoryLock()
@@ -156,27 +164,18 @@ class Pipeline:
         for sweep in self.sweeps.values():
             for point in sweep.points:
                 folder = sweep.folder(point)
-                try:
+                have: dict[str, Any] = {}
+                with contextlib.suppress(OSError, yaml.YAMLError):
                     have = yaml.safe_load((folder / "params.yaml").read_text(encoding="utf-8")) or {}
-                except (OSError, yaml.YAMLError):
-                    have = {}
                 wanted = sweep.read_by_point(point)
                 differs = {section: have.get(section) for section in wanted} != wanted
                 reasons = [f"{folder}/params.yaml: not the sweep's point"] if differs else None
                 mark_one(MARKERS / folder / "params", reasons, [folder / "params.yaml"])
                 checker = freshness.Checker(validate(sweep.params(point), str(folder / "params.yaml")))
-                jobs = [Job(stage_table.get(name), sweep.variant, folder) for name in stage_table.POINT_STAGES]
+                jobs = point_jobs(sweep, point)
                 mark(jobs, {job: ["its params.yaml changes"] for job in jobs} if differs else checker.stale(jobs))
 
     # --- what the rules name ---
-
-    @property
-    def variant_pattern(self) -> str:
-        return "|".join(self.variants)
-
-    @property
-    def all_variants(self) -> str:
-        return "|".join(names())
 
     def cache_key(self, name: str) -> dict[str, Any]:
         """The parameter values and code digests a cached stage's outputs are made from: with its inputs, the
@@ -192,19 +191,14 @@ class Pipeline:
         runs = workflow.executor_plugin is not None and workflow.is_main_process
         if runs and not (workflow.dryrun or workflow.touch or self.recorded or self.stale) and dvc_lock.committing():
             self.recorded = True
-            line = dvc_lock.bring_up_to_date(self.jobs)
-            if line:
+            if line := dvc_lock.bring_up_to_date(self.jobs):
                 print(line, file=sys.stderr)
         return list(dict.fromkeys(p for job in self.jobs for p in declared(job, self.variants)))
 
     def sweep_files(self, wildcards: Any) -> list[str]:
         """Every point's outputs that the comparison page reads."""
         sweep = self.sweeps[wildcards.sweep]
-        jobs = [
-            Job(stage_table.get(s), sweep.variant, sweep.folder(p))
-            for p in sweep.points
-            for s in stage_table.POINT_STAGES
-        ]
+        jobs = [job for point in sweep.points for job in point_jobs(sweep, point)]
         return [path for job in jobs for path in declared(job, (sweep.variant,))]
 
     def sweeps_command(self) -> str:
@@ -226,10 +220,6 @@ class Pipeline:
         self.lock.release()
         if not dvc_lock.committing() or self.workflow.dryrun or self.workflow.touch:
             return
-        ran = {
-            f"{job.rule.name}@{job.wildcards_dict['variant']}" if "variant" in job.wildcards_dict else job.rule.name
-            for job in self.workflow.dag.jobs
-        }
-        failed = dvc_lock.commit_current(freshness.Checker(load("params.yaml")), self.jobs, ran, succeeded)
-        if failed:
+        ran = {job_label(job.rule.name, job.wildcards_dict.get("variant")) for job in self.workflow.dag.jobs}
+        if failed := dvc_lock.commit_current(freshness.Checker(load("params.yaml")), self.jobs, ran, succeeded):
             raise SystemExit(f"error: {failed}")

@@ -88,9 +88,8 @@ def prints_to_details() -> Iterator[None]:
         with contextlib.redirect_stdout(printed):
             yield
     finally:
-        for line in printed.getvalue().splitlines():
-            if line.strip():
-                console.details.info("%s", line)
+        for line in filter(str.strip, printed.getvalue().splitlines()):
+            console.details.info("%s", line)
 
 
 def _prepare_with_tfds(dataset: str, data_dir: Path, manual_dir: Path | None) -> Any:

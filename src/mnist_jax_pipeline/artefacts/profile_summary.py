@@ -5,7 +5,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..foundation import paths
-from ..foundation.errors import PipelineError
+from ..foundation.errors import remake
 from . import storage
 from .record import Record
 
@@ -170,13 +170,10 @@ class ProfileSummary(Record):
 
 def read_summary(variant: str, root: str | Path = ".") -> ProfileSummary | None:
     """A variant's summary, or None when its profile stage has not run (the report says how to run it)."""
-    path = paths.PROFILE.at(variant, root) / "summary.json"
+    path, stage = paths.PROFILE.at(variant, root) / "summary.json", paths.PROFILE.stage(variant)
     if not path.is_file():
         return None
-    summary = storage.read_model(path, ProfileSummary, paths.PROFILE.stage(variant))
+    summary = storage.read_model(path, ProfileSummary, stage)
     if summary.variant != variant:
-        raise PipelineError(
-            f"{path}: holds variant '{summary.variant}', expected '{variant}'; re-run the"
-            f" '{paths.PROFILE.stage(variant)}' stage"
-        )
+        raise remake(path, f"holds variant '{summary.variant}', expected '{variant}'", stage)
     return summary

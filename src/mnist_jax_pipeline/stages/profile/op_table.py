@@ -16,6 +16,7 @@ from .trace_files import STEP_ANNOTATION, Event
 
 Thread = tuple[Any, Any]  # (pid, tid)
 Described = dict[str, tuple[int, str]]  # by HLO instruction: (FLOPs per execution, description)
+Steps = dict[int, list[int]]  # by traced step: the indices of its op events
 CONTROL_FLOW = ("while", "conditional", "call")
 TIMELINE_EVENTS = 600  # at most this many events in the stored timeline of one step
 SYNC_SLACK_US = 2.0  # an `end: <op>` marker this close to its event's end: the op was synchronous
@@ -107,19 +108,15 @@ def lane_names(events: list[Event], ops: list[Event]) -> dict[Thread, str]:
 
 
 def _timeline(
-    ops: list[Event],
-    done: list[float],
-    rows: list[str],
-    last: list[int],
-    matmuls: set[str],
-    lanes: dict[Thread, str],
-    steps: int,
+    ops: list[Event], done: list[float], rows: list[str], by_step: Steps, matmuls: set[str], lanes: dict[Thread, str]
 ) -> Timeline:
-    """The ops of the last traced step (`last`, by start), or of one iteration in its middle when that step
-    is one executable run in which ops repeat (a scanned epoch)."""
-    if not last:
+    """The ops of the last traced step, or of one iteration in its middle when that step is one executable
+    run in which ops repeat (a scanned epoch)."""
+    if not by_step:
         return Timeline(title="no op events", duration_us=0.0, events=[])
-    start, stop, title = float(ops[last[0]]["ts"]), max(done[i] for i in last), f"step {steps} of {steps} traced"
+    last = sorted(by_step[max(by_step)], key=lambda i: ops[i]["ts"])
+    start, stop, steps = float(ops[last[0]]["ts"]), max(done[i] for i in last), len(by_step)
+    title = f"step {steps} of {steps} traced"
     anchor, most = collections.Counter(ops[i]["name"] for i in last).most_common(1)[0]
     if most > 2 and len({ops[i]["args"].get("run_id") for i in last}) == 1:
         # the iteration: between two starts of the op that repeats most often and starts first
@@ -173,12 +170,11 @@ def parse(events: list[Event], hlo: str | None = None) -> OpTable:
     module = hlo.split(None, 2)[1].rstrip(",") if hlo else None  # 'HloModule jit_update, ...'
     key: Literal["hlo_op", "hlo_module"] = "hlo_op" if hlo else "hlo_module"
     windows = sorted((float(e["ts"]), _end(e)) for e in events if e.get("name") == STEP_ANNOTATION)
-    starts = [start for start, _ in windows]
     ops: list[Event] = []
-    by_step: dict[int, list[int]] = collections.defaultdict(list)  # op indices
+    by_step: Steps = collections.defaultdict(list)
     for e in events:
         if e.get("ph") == "X" and "hlo_op" in e.get("args", {}) and module in (None, e["args"].get("hlo_module")):
-            step = bisect.bisect_right(starts, float(e["ts"])) - 1
+            step = bisect.bisect_right(windows, float(e["ts"]), key=itemgetter(0)) - 1
             if step >= 0 and e["ts"] <= windows[step][1]:
                 by_step[step].append(len(ops))
                 ops.append(e)
@@ -203,7 +199,6 @@ def parse(events: list[Event], hlo: str | None = None) -> OpTable:
     )
     matmuls = {r.op for r in products} | {r for r in rows if re.fullmatch(r"jit_(dot|dot_general|matmul|einsum)", r)}
     lanes = lane_names(events, ops)
-    last = sorted(by_step[max(by_step)], key=lambda i: ops[i]["ts"]) if by_step else []
     return OpTable(
         module=module,
         grouped_by=key,
@@ -215,7 +210,7 @@ def parse(events: list[Event], hlo: str | None = None) -> OpTable:
         busy_us=round(sum(busy), 3),
         rows=table,
         matmul=matmul if products else None,
-        timeline=_timeline(ops, done, rows, last, matmuls, lanes, len(by_step)),
+        timeline=_timeline(ops, done, rows, by_step, matmuls, lanes),
         threads=dict(sorted(collections.Counter(lanes[_thread(e)] for e in ops).items())),
     )
 

@@ -1,14 +1,12 @@
 """JAX device-memory snapshots (pprof `profile.proto`, gzipped): their samples, a summary with the
 largest buffer explained in model terms, one snapshot less another, and `pprof`'s renderings."""
 
-import gzip
 import itertools
 import logging
 import os
 import shutil
 import subprocess
 import tempfile
-import zlib
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
@@ -17,7 +15,8 @@ from typing import Any
 from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
 
 from ...artefacts.profile_summary import Allocation, Executables, Snapshot, SnapshotDiff, short_frame
-from ...foundation.errors import missing, remake
+from ...foundation.errors import remake
+from .trace_files import unzipped
 
 log = logging.getLogger(__name__)
 
@@ -65,15 +64,9 @@ def profile_class() -> type[message.Message]:
 
 def parse_profile(path: Path, made_by: str = "profile") -> Any:
     """The Profile message of a pprof file, gzipped or not; a missing or damaged file is one line naming it."""
-    try:
-        blob = path.read_bytes()
-    except FileNotFoundError as err:
-        raise missing(path, made_by) from err
     profile = profile_class()()
     try:
-        profile.ParseFromString(gzip.decompress(blob) if blob[:2] == b"\x1f\x8b" else blob)
-    except (OSError, EOFError, zlib.error) as err:
-        raise remake(path, f"corrupt or truncated gzip ({err})", made_by) from err
+        profile.ParseFromString(unzipped(path, made_by))
     except message.DecodeError as err:
         raise remake(path, f"not a valid pprof profile ({err})", made_by) from err
     return profile
@@ -93,9 +86,8 @@ def samples(path: Path, made_by: str = "profile") -> list[Allocation]:
         types = [(text[t.type], text[t.unit]) for t in profile.sample_type]
         if not set(SAMPLE_TYPES) <= set(types):
             found = ", ".join(f"{t}/{u}" for t, u in types) or "none"
-            raise ValueError(
-                f"sample types are {found}, expected allocations/count and space/bytes (a JAX device-memory profile)"
-            )
+            expected = "expected allocations/count and space/bytes (a JAX device-memory profile)"
+            raise remake(path, f"sample types are {found}, {expected}", made_by)
         count_at, bytes_at = (types.index(t) for t in SAMPLE_TYPES)
         functions = {f.id: f for f in profile.function}
         locations = {loc.id: loc for loc in profile.location}
@@ -108,8 +100,6 @@ def samples(path: Path, made_by: str = "profile") -> list[Allocation]:
             rows.append(Allocation(bytes=size, count=count, labels=labels, stack=stack, origin=origin(stack)))
     except (KeyError, IndexError) as err:  # a location, function, string or value the profile lacks
         raise remake(path, f"a sample refers to what the profile lacks ({type(err).__name__} {err})", made_by) from err
-    except ValueError as err:
-        raise remake(path, str(err), made_by) from err
     return rows
 
 

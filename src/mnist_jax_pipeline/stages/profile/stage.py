@@ -26,15 +26,13 @@ from ...foundation.runtime import peak_rss_bytes, timing_lock
 from ...mlp import loops
 from ...mlp.loops.base import TrainState, epoch_order, loop_inputs, make_optimizer, make_update, targets_of
 from ...mlp.model import MLPParams, batched_predict, init_params
-from . import op_table, pprof
-from .pprof import KnownArray
-from .trace_files import load_events, record
+from . import op_table, pprof, trace_files
 
 log = logging.getLogger(__name__)
 
 POINTS = paths.SNAPSHOTS
 WARMUP_STEPS = 2  # untraced training steps (at least one call) before the traced ones
-ByPoint = dict[str, list[KnownArray]]  # the arrays each snapshot point holds
+ByPoint = dict[str, list[pprof.KnownArray]]  # the arrays each snapshot point holds
 
 
 @jax.jit
@@ -75,7 +73,7 @@ def device_memory(device: Any) -> tuple[PeakMemory, dict[str, int] | None]:
 
 def known_arrays(model: HostParams, batch: int, test: int) -> ByPoint:
     """The arrays each point holds, by point: (expected_bytes key, bytes, description)."""
-    layers: list[KnownArray] = []
+    layers: list[pprof.KnownArray] = []
     for i, (w, b) in enumerate(model):
         layers.append((f"layer{i}.weight", w.nbytes, f"the {w.shape[0]}x{w.shape[1]} {w.dtype} weight of layer {i}"))
         layers.append((f"layer{i}.bias", b.nbytes, f"the {b.shape[0]} {b.dtype} bias of layer {i}"))
@@ -105,16 +103,6 @@ def expected_bytes(arrays: ByPoint, config: Params, model: HostParams, train: in
     return sizes | {key: int(size) for point in POINTS for key, size, _ in arrays[point]}
 
 
-def _check_shapes(config: Params, model_path: Path, model: HostParams, made_by: str) -> None:
-    """The model's layers are those params.yaml names (its 784 inputs, 10 outputs: load_model checks)."""
-    sizes = layer_sizes_of(model)
-    if tuple(sizes) != tuple(config.model.layer_sizes):
-        raise PipelineError(
-            f"{model_path}: layer sizes {sizes} differ from model.layer_sizes"
-            f" {list(config.model.layer_sizes)} in params.yaml; re-run '{made_by}'"
-        )
-
-
 def initial_state(config: Params, model: HostParams, train_count: int) -> TrainState:
     """The trained model with a fresh optimizer state, as the device holds it."""
     weights: MLPParams = [(jnp.asarray(w), jnp.asarray(b)) for w, b in model]
@@ -138,8 +126,8 @@ def trace(
 
     for index in range(warmup):
         call(index)
-    files = record(call, range(warmup, warmup + calls), out_dir / paths.TRACE_LOGDIR, variant, spec.jit)
-    table = op_table.parse(load_events(files["perfetto"], paths.PROFILE.stage(variant)), loop.hlo_text())
+    files = trace_files.record(call, range(warmup, warmup + calls), out_dir / paths.TRACE_LOGDIR, variant, spec.jit)
+    table = op_table.parse(trace_files.load_events(files["perfetto"], paths.PROFILE.stage(variant)), loop.hlo_text())
     if table.steps < calls:  # the profiler keeps at most a million events, and drops the rest silently
         raise PipelineError(
             f"{paths.PROFILE.stage(variant)}: the trace kept {table.steps} of its {calls} traced"
@@ -165,7 +153,12 @@ def profile(params: Params, variant: str, processed_dir: str | Path, root: str |
     model, _ = load_model(model_path, made_by)  # host arrays: each snapshot holds just its point's arrays
     train_x, train_y = load_split(processed_dir, "train")
     test_x, _ = load_split(processed_dir, "test")
-    _check_shapes(params, model_path, model, made_by)
+    sizes = layer_sizes_of(model)  # its 784 inputs and 10 outputs load_model checks; its hidden layers here
+    if tuple(sizes) != tuple(params.model.layer_sizes):
+        raise PipelineError(
+            f"{model_path}: layer sizes {sizes} differ from model.layer_sizes"
+            f" {list(params.model.layer_sizes)} in params.yaml; re-run '{made_by}'"
+        )
     batch = min(params.train.batch_size, len(train_y))
     arrays = known_arrays(model, batch, len(test_x))
     m = params.model
@@ -213,7 +206,7 @@ def profile(params: Params, variant: str, processed_dir: str | Path, root: str |
             jax_version=jax.__version__,
             model=str(model_path),
             batch_size=batch,
-            layer_sizes=layer_sizes_of(model),
+            layer_sizes=sizes,
             expected_bytes=expected_bytes(arrays, params, model, len(train_y)),
             points=points,
             peak_memory=peak,

@@ -47,16 +47,23 @@ def record(call: Callable[[int], Any], calls: range, logdir: Path, run: str, pyt
     return files
 
 
-def load_events(path: Path, made_by: str = "profile") -> list[Event]:
-    """The events of a Chrome-trace JSON file, gzipped or not; a missing or damaged file is one line
-    naming it and the stage that writes it."""
+def unzipped(path: Path, made_by: str) -> bytes:
+    """A file's bytes, gunzipped where gzipped (the profiler writes both); a missing or damaged file is one
+    line naming it and the stage that writes it."""
     try:
         blob = path.read_bytes()
-        data = json.loads(gzip.decompress(blob) if blob[:2] == b"\x1f\x8b" else blob)
+        return gzip.decompress(blob) if blob[:2] == b"\x1f\x8b" else blob
     except FileNotFoundError as err:
         raise missing(path, made_by) from err
     except (OSError, EOFError, zlib.error) as err:
         raise remake(path, f"corrupt or truncated gzip ({err})", made_by) from err
+
+
+def load_events(path: Path, made_by: str = "profile") -> list[Event]:
+    """The events of a Chrome-trace JSON file, gzipped or not; a missing or damaged file is one line
+    naming it and the stage that writes it."""
+    try:
+        data = json.loads(unzipped(path, made_by))
     except ValueError as err:  # JSON and UTF-8 errors
         raise remake(path, f"not a Chrome-trace JSON file ({err})", made_by) from err
     events = data.get("traceEvents") if isinstance(data, dict) else data

@@ -44,9 +44,7 @@ def serve(trace: Path, port: int) -> None:
         logdir = Path(folder) / paths.TRACE_LOGDIR
         shutil.copytree(trace, logdir)
         context = server.TBContext(str(logdir), server.DataProvider(str(logdir)), server.TBContext.Flags(False))
-        context.hide_capture_profile_button = True
-        context.enable_tab_name_label = False
-        context.src_prefix = None
+        context.hide_capture_profile_button = True  # its other settings keep TBContext's defaults
         web = wsgi.Server((HOST, port), server.make_wsgi_app(server.ProfilePluginLoader().load(context)))
         web.prepare()
         print(f"XProf at http://{HOST}:{port}/ (the trace of {trace}; Ctrl-C stops it)", flush=True)

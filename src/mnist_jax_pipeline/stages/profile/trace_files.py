@@ -52,9 +52,10 @@ def unzipped(path: Path, made_by: str) -> bytes:
     line naming it and the stage that writes it."""
     try:
         blob = path.read_bytes()
-        return gzip.decompress(blob) if blob[:2] == b"\x1f\x8b" else blob
     except FileNotFoundError as err:
         raise missing(path, made_by) from err
+    try:  # a file that cannot be read is an OSError, said as such (run.one_line)
+        return gzip.decompress(blob) if blob[:2] == b"\x1f\x8b" else blob
     except (OSError, EOFError, zlib.error) as err:
         raise remake(path, f"corrupt or truncated gzip ({err})", made_by) from err
 

@@ -18,7 +18,7 @@ import yaml
 
 from conftest import ROOT, tiny_params_dict, write_params, write_raw
 from mnist_jax_pipeline import cli
-from mnist_jax_pipeline.config.params import schema
+from mnist_jax_pipeline.config.params import Params
 from mnist_jax_pipeline.foundation import paths, variants
 from mnist_jax_pipeline.orchestration import commands, generate, stage_table
 from mnist_jax_pipeline.orchestration.jobs import code_files
@@ -45,14 +45,14 @@ def test_every_artefact_is_made_by_a_stage_and_every_input_by_an_earlier_one():
     names = [stage.name for stage in stage_table.STAGES]
     assert {a.made_by for a in paths.ARTEFACTS} <= set(names)
     for position, stage in enumerate(stage_table.STAGES):
-        assert stage.command in commands.COMMANDS
+        assert stage.name in commands.COMMANDS
         for artefact in stage.inputs:
             assert names.index(artefact.made_by) < position, f"{stage.name} reads {artefact.path} too early"
-        assert set(stage.params) <= set(schema()["properties"]), stage.name
+        assert set(stage.params) <= set(Params.model_json_schema()["properties"]), stage.name
 
 
 def test_variant_choices_derive_from_the_registry():
-    assert schema()["properties"]["variants"]["items"]["enum"] == list(variants.names())
+    assert Params.model_json_schema()["properties"]["variants"]["items"]["enum"] == list(variants.names())
     train = cli.build_parser()._subparsers._group_actions[0].choices["train"]  # type: ignore[union-attr]
     choices = next(a.choices for a in train._actions if a.dest == "variant")
     assert tuple(choices) == variants.names()
@@ -217,7 +217,7 @@ def _closure(module: str) -> set[str]:
 
 @pytest.mark.parametrize("stage", [stage.name for stage in stage_table.STAGES])
 def test_a_stages_declared_code_is_exactly_what_its_command_can_import(stage):
-    module = commands.COMMANDS[stage_table.get(stage).command].module.partition(":")[0]
+    module = commands.COMMANDS[stage].module.partition(":")[0]
     modules = _closure(f"{PACKAGE}.cli") | _closure(f"{PACKAGE}.{module}")
     wanted = set()
     for name in modules:

@@ -148,10 +148,6 @@ def split_sizes(available: int, config: PreprocessConfig) -> tuple[int, int]:
     return kept - held_out, held_out
 
 
-def schema() -> dict[str, Any]:
-    return Params.model_json_schema()
-
-
 def validate(raw: Any, source: str = "params.yaml") -> Params:
     """Validate raw parameters; one line naming the key where they are not valid."""
     if not isinstance(raw, dict):

@@ -85,7 +85,7 @@ def params_lines(stamp: Stamp, now: dict[str, Any], where: str) -> list[str]:
 
 def code_lines(stamp: Stamp, stage: stage_table.Stage) -> list[str]:
     """The count of code files, the stage's own module first, a few with short digests."""
-    own = f"{CODE_ROOT.as_posix()}/{COMMANDS[stage.command].module.partition(':')[0].replace('.', '/')}.py"
+    own = f"{CODE_ROOT.as_posix()}/{COMMANDS[stage.name].module.partition(':')[0].replace('.', '/')}.py"
     names = sorted(stamp.code, key=lambda name: (name != own, name))
     shown = [f"{name} {short(stamp.code[name])}" for name in names[:CODE_SHOWN]]
     shown += [f"and {len(names) - CODE_SHOWN} more"] if len(names) > CODE_SHOWN else []

@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from ..artefacts.atomic import write_text
-from ..config.params import schema
+from ..config.params import Params
 from ..foundation import paths
 from ..foundation.errors import PipelineError
 from .jobs import CODE_ROOT, RUNTIME_LOCK, code_files
@@ -173,7 +173,7 @@ def _point_rule(stage: Stage) -> list[str]:
     lines += _block("log", [f'"logs/{POINT}/{stage.name}_{{variant}}.log"'])
     lines += _block("wildcard_constraints", ["variant=ALL_VARIANTS"])
     command = (
-        f"mnist-pipeline --params {{input.params:q}} {stage.command} --variant {{wildcards.variant}}"
+        f"mnist-pipeline --params {{input.params:q}} {stage.name} --variant {{wildcards.variant}}"
         " --root sweeps/{wildcards.sweep}/{wildcards.point:q}"
     )
     return lines + ["    shell:", f'        POINT_LOCK + "MNIST_PIPELINE_LOG={{log:q}} {command}"']
@@ -229,7 +229,7 @@ def rule_file(name: str) -> str:
 
 GENERATED: dict[Path, Callable[[], str]] = {
     Path("dvc.yaml"): dvc_yaml,
-    Path("workflow/schemas/params.schema.json"): lambda: json.dumps(schema(), indent=2) + "\n",
+    Path("workflow/schemas/params.schema.json"): lambda: json.dumps(Params.model_json_schema(), indent=2) + "\n",
     **{Path(f"workflow/rules/{name}.smk"): functools.partial(rule_file, name) for name in [*RULE_FILES, "sweep"]},
 }
 

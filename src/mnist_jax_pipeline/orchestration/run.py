@@ -148,7 +148,7 @@ def running_tool() -> str:
 
 def job_for(args: argparse.Namespace, checker: Recorder) -> Job | None:
     """The job a stage's command runs, or None when its outputs are moved off the table's paths."""
-    stage = next(s for s in stage_table.STAGES if s.command == args.command)
+    stage = stage_table.get(args.command)
     defaults = {"out": stage.outputs[0].path, "raw": paths.RAW.path, "processed": paths.PROCESSED.path}
     if any(getattr(args, key, default) != default for key, default in defaults.items()):
         return None
@@ -172,7 +172,7 @@ def stage(args: argparse.Namespace, command: Command) -> Iterator[Callable[[argp
     started, clock = now(), time.perf_counter()
     if getattr(args, "root", ".") != ".":
         atomic.claim(args.root, option="--root", command=args.command, signature="", inside=paths.POINT_PARAMS)
-    is_stage = any(s.command == args.command for s in stage_table.STAGES)
+    is_stage = any(s.name == args.command for s in stage_table.STAGES)
     checker = Recorder(load(args.params), str(args.params)) if is_stage else None
     job = job_for(args, checker) if checker else None
     if checker is None or job is None:

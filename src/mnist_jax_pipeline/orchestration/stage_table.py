@@ -23,8 +23,7 @@ LOOPS = "mlp/loops mlp/model.py artefacts/training.py"
 
 @dataclass(frozen=True)
 class Stage:
-    name: str
-    command: str  # the `mnist-pipeline` command it runs (commands.COMMANDS)
+    name: str  # and the `mnist-pipeline` command it runs (commands.COMMANDS)
     params: tuple[str, ...]  # params.yaml sections it reads (whole sections, as DVC tracks them)
     code: str  # package files and folders its command runs beside CORE, separated by spaces
     inputs: tuple[paths.Artefact, ...] = ()  # what upstream stages wrote
@@ -46,16 +45,15 @@ class Stage:
 
     def cmd(self, variant: str) -> str:
         """The command line; `variant` is the placeholder (or name) filled in for a per-variant stage."""
-        return f"mnist-pipeline {self.command}" + (f" --variant {variant}" if self.per_variant else "")
+        return f"mnist-pipeline {self.name}" + (f" --variant {variant}" if self.per_variant else "")
 
 
 STAGES: tuple[Stage, ...] = (
     # params.yaml checked whole: DVC tracks the whole file for it, so any edit runs it under both tools
-    Stage("check", "check", SECTIONS, "", whole_file=True),
-    Stage("download", "download", ("data",), f"{DATA} foundation/terminal.py stages/download"),
-    Stage("preprocess", "preprocess", ("preprocess",), f"{DATA} stages/preprocess.py", (paths.RAW,)),
+    Stage("check", SECTIONS, "", whole_file=True),
+    Stage("download", ("data",), f"{DATA} foundation/terminal.py stages/download"),
+    Stage("preprocess", ("preprocess",), f"{DATA} stages/preprocess.py", (paths.RAW,)),
     Stage(
-        "train",
         "train",
         ("model", "train"),
         f"{TIMED} {LOOPS} foundation/terminal.py mlp/progress.py stages/train.py",
@@ -64,14 +62,12 @@ STAGES: tuple[Stage, ...] = (
     ),
     Stage(
         "evaluate",
-        "evaluate",
         (),
         f"{TIMED} artefacts/evaluation.py mlp/model.py stages/evaluate.py",
         (paths.PROCESSED, paths.MODEL),
         per_variant=True,
     ),
     Stage(
-        "profile",
         "profile",
         ("model", "train", "profile"),
         f"{TIMED} {LOOPS} artefacts/profile_summary.py stages/profile/hlo.py stages/profile/op_table.py"
@@ -80,7 +76,6 @@ STAGES: tuple[Stage, ...] = (
         per_variant=True,
     ),
     Stage(
-        "report",
         "report",
         SECTIONS,
         f"{DATA} foundation/runtime.py artefacts/dropped.py artefacts/evaluation.py artefacts/profile_summary.py"

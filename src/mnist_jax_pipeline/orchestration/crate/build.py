@@ -204,7 +204,7 @@ class CrateBuilder:
             _fragment("tool", stage.name),
             "SoftwareApplication",
             name=stage.cmd("<variant>"),
-            description=commands.COMMANDS[stage.command].help,
+            description=commands.COMMANDS[stage.name].help,
             softwareVersion=recorded_version(jobs, PROJECT) or None,
         )
         tool["hasPart"] = self.files({name: digest for job in jobs for name, digest in job.record.code.items()})

@@ -147,3 +147,35 @@ def test_help_works_without_docstrings(script, optimized_bytecode):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: ") and "Traceback" not in done.stderr
+
+
+STOP_WHILE_IMPORTING = """
+import importlib, os, signal, sys
+from importlib.metadata import entry_points
+
+
+class StopWhileImporting:
+    def find_spec(self, name, path=None, target=None):
+        if name == "mnist_jax_pipeline.orchestration.run":  # Ctrl-C while the command's modules import
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+
+script = entry_points(group="console_scripts")["mnist-pipeline"]
+sys.meta_path.insert(0, StopWhileImporting())
+sys.argv = ["mnist-pipeline", "check"]
+getattr(importlib.import_module(script.module), script.attr)()
+"""
+
+
+def test_a_stop_while_the_console_script_imports_is_its_one_stop_line(tmp_path):
+    """The console script keeps a stop that comes before the command's handlers are in place, and says it
+    as any other stop: Snakemake's Ctrl-C reaches a job that is still importing."""
+    write_params(tmp_path, lambda text: text)
+    done = subprocess.run(
+        [sys.executable, "-c", STOP_WHILE_IMPORTING], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("error: check stopped by SIGINT"), done.stderr
+    assert not (tmp_path / "provenance").exists(), "a stopped command records nothing"

@@ -1,3 +1,16 @@
 """mnist-jax-pipeline: a reproducible, cached MNIST pipeline around the classic JAX MLP."""
 
 __version__ = "0.1.0"
+
+
+def entry() -> None:
+    """The console script: a stop that comes while the command's modules import is kept for the command."""
+    import signal
+
+    from .foundation.stops import SIGNALS, keep
+
+    for signum in SIGNALS:
+        signal.signal(signum, keep)
+    from .cli import entry as run
+
+    run()

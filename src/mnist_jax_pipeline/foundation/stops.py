@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 RECEIVED: list[int] = []  # the stop signals received: a library may drop the exception one raised
+EARLY: list[int] = []  # those received before the command's handlers were in place (keep)
 _held: list[bool] = []
 
 
@@ -28,6 +29,11 @@ def raise_stopped(signum: int, frame: object) -> None:
     # Python drops an exception raised in a garbage-collection callback (JAX has one): the signal comes again
     threading.Timer(1.0, os.kill, (os.getpid(), signum)).start()
     raise Stopped(signum)
+
+
+def keep(signum: int, frame: object) -> None:
+    """The console script's handler while the command's modules import: the stop is raised once it runs."""
+    EARLY.append(signum)
 
 
 @contextlib.contextmanager

@@ -25,7 +25,7 @@ from ..config.params import load
 from ..foundation import console, paths
 from ..foundation.errors import PipelineError, clip
 from ..foundation.numerics import set_numerics
-from ..foundation.stops import RECEIVED, SIGNALS, Stopped, raise_stopped
+from ..foundation.stops import EARLY, RECEIVED, SIGNALS, Stopped, raise_stopped
 from . import stage_table
 from .commands import Command
 from .jobs import Job, Recorder
@@ -99,7 +99,8 @@ class Outcome:
         for stream in (sys.stdout, sys.stderr):  # a character the locale cannot encode prints as \uXXXX
             if isinstance(stream, io.TextIOWrapper):
                 stream.reconfigure(errors="backslashreplace")
-        RECEIVED.clear()
+        RECEIVED[:] = EARLY  # a stop kept while the command imported
+        EARLY.clear()
         self.previous = {sig: signal.signal(sig, raise_stopped) for sig in SIGNALS}
         orchestrator = os.environ.get(ORCHESTRATOR) or None
         threading.Thread(target=_stop_with_orchestrator, args=(os.getppid(), orchestrator), daemon=True).start()
@@ -167,6 +168,7 @@ def job_for(args: argparse.Namespace, checker: Recorder) -> Job | None:
 @contextlib.contextmanager
 def stage(args: argparse.Namespace, command: Command) -> Iterator[Callable[[argparse.Namespace], None]]:
     """The command's function, its outputs put in place together; a stage's inside its checks and record."""
+    check_not_stopped()
     set_numerics()  # before any stage starts a JAX backend
     console.log_file()  # a setting that is not a log file is refused
     started, clock = now(), time.perf_counter()

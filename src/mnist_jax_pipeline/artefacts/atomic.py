@@ -25,8 +25,7 @@ def claim(*outputs: str | Path, probe: bool = True, option: str = "", command: s
         if option:
             from .ownership import not_ours
 
-            why = not_ours(output, command, **owned)
-            if why:
+            if why := not_ours(output, command, **owned):
                 raise PipelineError(
                     f"{option} {output}: {why}; `mnist-pipeline {command}` writes only a new path or one it made"
                     " itself: choose another path"
@@ -110,9 +109,8 @@ def _atomic(path: Path, folder: bool) -> Iterator[Path]:
         if folder:
             tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=path.parent))
         else:
-            handle, name = tempfile.mkstemp(prefix=prefix, dir=path.parent)
-            os.close(handle)
-            tmp = Path(name)
+            with tempfile.NamedTemporaryFile(prefix=prefix, dir=path.parent, delete=False) as handle:
+                tmp = Path(handle.name)
         mask = os.umask(0)
         os.umask(mask)
         os.chmod(tmp, (0o777 if folder else 0o666) & ~mask)

@@ -2,7 +2,6 @@
 
 import contextlib
 import fnmatch
-import os
 import subprocess
 from pathlib import Path
 
@@ -48,7 +47,7 @@ def not_ours(target: Path, command: str, signature: str, inside: str | None = No
         return "tracked by git"
     if resolved.name == paths.POINT_PARAMS:
         return "a parameters file"
-    owner = owner_of(target)
+    owner = owner_of(inner)
     if owner is not None and owner != command:
         return f"an output of the '{owner}' stage"
     if not _made_by(target, signature, inside):
@@ -56,13 +55,10 @@ def not_ours(target: Path, command: str, signature: str, inside: str | None = No
     return None
 
 
-def owner_of(path: str | Path) -> str | None:
-    """The stage whose output `path` is, or lies inside (any variant), under the project root; else None."""
-    relative = Path(os.path.relpath(Path(path).resolve(), Path.cwd().resolve()))
-    if relative.parts[:1] == ("..",):
-        return None
-    candidates = [p.as_posix() for p in [relative, *relative.parents] if p != Path(".")]
-    for artefact in (*paths.ARTEFACTS, paths.Artefact(f"{paths.PROVENANCE}/*", "the pipeline")):
+def owner_of(inner: tuple[str, ...]) -> str | None:
+    """The stage whose output (any variant) is, or holds, the project path with these parts; else None."""
+    candidates = ["/".join(inner[:end]) for end in range(1, len(inner) + 1)]
+    for artefact in paths.ARTEFACTS:
         if any(fnmatch.fnmatchcase(p, artefact.path.replace("{variant}", "*")) for p in candidates):
             return artefact.made_by
     return None

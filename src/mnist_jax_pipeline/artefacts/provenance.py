@@ -4,7 +4,7 @@ the SHA-256 of every code, input and output file (paths relative to the project)
 import contextlib
 import hashlib
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -76,13 +76,9 @@ class Hashes:
     def __init__(self) -> None:
         self._known: dict[tuple[str, int, int, int, int], str] = {}
 
-    @staticmethod
-    def _key(path: Path) -> tuple[str, int, int, int, int]:
-        stat = path.lstat()
-        return (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
-
     def of(self, path: Path) -> str:
-        key = self._key(path)
+        stat = path.lstat()
+        key = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
         if key not in self._known:
             self._known[key] = file_sha256(path)
         return self._known[key]
@@ -97,11 +93,6 @@ class Hashes:
         with contextlib.suppress(OSError):  # a file that went meanwhile: the check says so
             self.of(path)
 
-    def tree(self, paths: Iterable[Path], rename: Mapping[Path, Path] | None = None) -> dict[str, str]:
-        """{file: digest} for every file of `paths`; `rename` maps a path to the name it is recorded under."""
-        found: dict[str, str] = {}
-        for path in paths:
-            final = (rename or {}).get(path, path)
-            for file in files_under(path):
-                found[(final / file.relative_to(path)).as_posix() if file != path else final.as_posix()] = self.of(file)
-        return found
+    def tree(self, paths: Iterable[Path]) -> dict[str, str]:
+        """{file: digest} for every file of `paths`."""
+        return {file.as_posix(): self.of(file) for path in paths for file in files_under(path)}

@@ -7,7 +7,6 @@ import hashlib
 import json
 import math
 import os
-import stat
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
@@ -128,8 +127,7 @@ class Params(Section):
 
     def digest(self, *sections: str) -> str:
         """SHA-256 of the canonical JSON of the given sections (all when none are given)."""
-        values = self.to_dict()
-        chosen = {key: values[key] for key in sections} if sections else values
+        chosen = self.model_dump(mode="json", include=set(sections) or None)
         return hashlib.sha256(json.dumps(chosen, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
@@ -166,15 +164,12 @@ def validate(raw: Any, source: str = "params.yaml") -> Params:
 
 
 def yaml_text(path: str | Path, missing: str = "run from the project root or pass --params") -> str:
-    """The UTF-8 text of a parameters, preset or sweep file, refused over MAX_FILE_BYTES (a device or a pipe
-    once one byte more is read)."""
+    """The UTF-8 text of a parameters, preset or sweep file, refused once more than MAX_FILE_BYTES are read."""
 
     def capped(file: Path) -> bytes:
         with open(file, "rb") as handle:
-            info = os.fstat(handle.fileno())
-            too_large = stat.S_ISREG(info.st_mode) and info.st_size > MAX_FILE_BYTES
-            data = b"" if too_large else handle.read(MAX_FILE_BYTES + 1)
-        if too_large or len(data) > MAX_FILE_BYTES:
+            data = handle.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
             raise PipelineError(
                 f"{file}: more than {MAX_FILE_BYTES // 2**20} MiB, the most a parameters, preset or sweep file"
                 " may hold; check the path"

@@ -48,12 +48,14 @@ def log_file() -> Path | None:
     return Path(setting) if setting else None
 
 
-def _install(logger: logging.Logger, handlers: list[logging.Handler]) -> None:
+def _install(logger: logging.Logger, handlers: list[logging.Handler], fmt: logging.Formatter) -> None:
+    """Put `handlers`, formatted by `fmt`, on `logger` in place of those an earlier call put there."""
     for old in [h for h in logger.handlers if h.name == HANDLER]:
         logger.removeHandler(old)
         old.close()
     for handler in handlers:
         handler.name = HANDLER
+        handler.setFormatter(fmt)
         logger.addHandler(handler)
 
 
@@ -64,12 +66,10 @@ def configure(label: str, verbose: bool = False) -> None:
     with contextlib.suppress(PipelineError):  # a bad setting is refused as the command starts (run.stage)
         path = log_file()
         handlers += [logging.FileHandler(path, mode="a", encoding="utf-8", delay=True)] if path else []
-    for handler in handlers:
-        handler.setFormatter(fmt)
     logging.getLogger().setLevel(logging.DEBUG if verbose else logging.INFO)
-    _install(logging.getLogger(), handlers)
+    _install(logging.getLogger(), handlers, fmt)
     details.propagate = len(handlers) == 1
-    _install(details, handlers[1:])
+    _install(details, handlers[1:], fmt)
     for noisy in NOISY:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     jax_bridge = logging.getLogger("jax._src.xla_bridge")
@@ -81,7 +81,6 @@ def say(line: str) -> None:
     """A command's own line (its error, its stop) on stderr and in the job's log file."""
     print(line, file=sys.stderr)
     with contextlib.suppress(PipelineError, OSError):
-        path = log_file()
-        if path:
+        if path := log_file():
             with path.open("a", encoding="utf-8") as log:
                 log.write(line + "\n")

@@ -53,11 +53,10 @@ PROCESSED_OUT = (
     Option("--out", "output folder", paths.PROCESSED.path),
 )
 POINT = (Option("--sweep", "the sweep's name (sweeps/NAME.yaml)"), Option("--point", "the point's name"))
-PAGE = f"the page (default: sweeps/NAME/{paths.COMPARE_HTML}, with --dvc {paths.EXPERIMENTS_HTML})"
 COMPARE = (
     Option("--sweep", "a sweep's name", ""),
     Option("--dvc", "DVC's experiments", switch=True),
-    Option("--out", PAGE, ""),
+    Option("--out", f"the page (default: sweeps/NAME/{paths.COMPARE_HTML}, with --dvc {paths.EXPERIMENTS_HTML})", ""),
 )
 CRATE = (Option("--out", "the crate's folder", "."), Option("--validate", "check it, offline", switch=True))
 

@@ -2,7 +2,6 @@
 files at its outputs, and it was made from the params, code and inputs it would be made from now."""
 
 import json
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,26 +60,18 @@ class Checker(Recorder):
     def ancestors(self, job: Job) -> list[Job]:
         """Every job upstream of `job`, upstream first."""
         order: list[Job] = []
-
-        def visit(current: Job) -> None:
-            for producer, _ in current.producers(self.params.variants):
-                if producer not in order:
-                    visit(producer)
-                    order.append(producer)
-
-        visit(job)
+        for producer, _ in job.producers(self.params.variants):
+            order += [j for j in [*self.ancestors(producer), producer] if j not in order]
         return order
 
     def check_inputs(self, job: Job) -> dict[str, str]:
         """The digests of the job's inputs, once every job upstream is current; else one line naming the file."""
         for upstream in self.ancestors(job):
-            found = self.problems(upstream)
-            if found:
+            if found := self.problems(upstream):
                 raise PipelineError(f"{found[0]}; {upstream.fix()}")
         return self.inputs(job)
 
-    def stale(self, candidates: Iterable[Job]) -> dict[Job, list[str]]:
+    def stale(self, candidates: list[Job]) -> dict[Job, list[str]]:
         """{job: its problems} of the jobs that are not current."""
-        candidates = list(candidates)
         self.hashes.prefetch([p for job in candidates if job.stamp_path.exists() for p in job.outputs()])
         return {job: found for job in candidates if (found := self.problems(job))}

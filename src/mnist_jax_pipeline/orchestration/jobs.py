@@ -1,11 +1,9 @@
 """A job, one run of a stage, and its provenance record: the code it runs, what it reads and writes."""
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from pydantic import ValidationError
 
 from ..artefacts import atomic
 from ..artefacts.provenance import Execution, Hashes, Stamp, file_sha256, files_under
@@ -56,9 +54,8 @@ class Job:
         return f"re-run '{self.name}': snakemake --cores all, or dvc repro -f -s {self.name}"
 
 
-def all_jobs(variants: Iterable[str], root: Path = Path(".")) -> list[Job]:
+def all_jobs(variants: Sequence[str], root: Path = Path(".")) -> list[Job]:
     """Every job of the pipeline, upstream first."""
-    variants = tuple(variants)
     return [Job(stage, v, root) for stage in stage_table.STAGES for v in (variants if stage.per_variant else (None,))]
 
 
@@ -105,7 +102,7 @@ class Recorder:
     def read(self, job: Job) -> Stamp | None:
         try:
             return Stamp.model_validate_json(job.stamp_path.read_bytes())
-        except (OSError, ValueError, ValidationError):
+        except (OSError, ValueError):  # pydantic's ValidationError is a ValueError
             return None
 
     def check_installed(self, stage: stage_table.Stage) -> None:

@@ -28,7 +28,8 @@ from ..foundation.numerics import set_numerics
 from ..foundation.stops import EARLY, RECEIVED, SIGNALS, Stopped, raise_stopped
 from . import stage_table
 from .commands import Command
-from .jobs import Job, Recorder
+from .freshness import Checker
+from .jobs import Job
 
 ORCHESTRATOR = "MNIST_PIPELINE_ORCHESTRATOR"  # the identity of the Snakemake whose jobs this process is among
 
@@ -40,11 +41,10 @@ def identity(pid: int) -> str:
 
 def _alive(named: str) -> bool:
     """Whether the process of that identity runs: not gone, not a zombie, its pid not taken by another."""
-    try:
+    with contextlib.suppress(psutil.Error, ValueError):
         process = psutil.Process(int(named.split(" ", 1)[0]))
         return f"{process.pid} {process.create_time()}" == named and process.status() != psutil.STATUS_ZOMBIE
-    except (psutil.Error, ValueError):
-        return False
+    return False
 
 
 def _stop_with_orchestrator(parent: int, orchestrator: str | None) -> None:
@@ -113,11 +113,10 @@ class Outcome:
         if isinstance(err, Stopped | KeyboardInterrupt):
             for stop in SIGNALS:  # the clean-up must not be interrupted again
                 signal.signal(stop, signal.SIG_IGN)
-            signum = err.signum if isinstance(err, Stopped) else signal.SIGINT
+            signum = signal.Signals(err.signum if isinstance(err, Stopped) else signal.SIGINT)
             atomic.discard_temps()
-            name = signal.Signals(signum).name
             console.say(
-                f"error: {self.label} stopped by {name}; its temporary files were removed, nothing half-written"
+                f"error: {self.label} stopped by {signum.name}; its temporary files were removed, nothing half-written"
             )
             self.status = 128 + signum
         elif err is not None:
@@ -147,7 +146,7 @@ def running_tool() -> str:
     return "dvc" if os.environ.get("DVC_STAGE") else "mnist-pipeline"
 
 
-def job_for(args: argparse.Namespace, checker: Recorder) -> Job | None:
+def job_for(args: argparse.Namespace, checker: Checker) -> Job | None:
     """The job a stage's command runs, or None when its outputs are moved off the table's paths."""
     stage = stage_table.get(args.command)
     defaults = {"out": stage.outputs[0].path, "raw": paths.RAW.path, "processed": paths.PROCESSED.path}
@@ -175,7 +174,7 @@ def stage(args: argparse.Namespace, command: Command) -> Iterator[Callable[[argp
     if getattr(args, "root", ".") != ".":
         atomic.claim(args.root, option="--root", command=args.command, signature="", inside=paths.POINT_PARAMS)
     is_stage = any(s.name == args.command for s in stage_table.STAGES)
-    checker = Recorder(load(args.params), str(args.params)) if is_stage else None
+    checker = Checker(load(args.params), str(args.params)) if is_stage else None
     job = job_for(args, checker) if checker else None
     if checker is None or job is None:
         with atomic.together():
@@ -190,11 +189,7 @@ def stage(args: argparse.Namespace, command: Command) -> Iterator[Callable[[argp
     function = command.function()  # its imports take a second or more: the hashing runs meanwhile
     clock = time.perf_counter()
     hashing.join()
-    inputs: dict[str, str] = {}
-    if job.stage.inputs:  # the jobs upstream must be current
-        from .freshness import Checker
-
-        inputs = Checker(checker.params, checker.params_path, checker.hashes).check_inputs(job)
+    inputs = checker.check_inputs(job)  # the jobs upstream must be current
     atomic.claim(*job.outputs(), job.stamp_path)
     spent += time.perf_counter() - clock
     with atomic.together():

@@ -44,9 +44,7 @@ class PixelStats(Record):
     max: float
 
 
-class SplitStats(Record):
-    count: int
-    label_histogram: Histogram
+class SplitStats(SplitCount):
     class_balance: Annotated[list[float], Field(min_length=NUM_CLASSES, max_length=NUM_CLASSES)]
     pixels: PixelStats | None = None  # absent for an empty split
 
@@ -70,9 +68,8 @@ def read_manifest(raw_dir: str | Path = paths.RAW.path) -> Manifest:
 def read_stats(processed_dir: str | Path = paths.PROCESSED.path) -> Stats:
     path = Path(processed_dir) / "stats.json"
     stats = storage.read_model(path, Stats, PROCESSED_MADE_BY)
-    for split in ("train", "test"):
-        if split not in stats.splits:
-            raise remake(path, f"missing split '{split}'", PROCESSED_MADE_BY)
+    if absent := [split for split in ("train", "test") if split not in stats.splits]:
+        raise remake(path, f"missing split '{absent[0]}'", PROCESSED_MADE_BY)
     return stats
 
 

@@ -29,11 +29,9 @@ def park(listed: Iterable[str], root: Path = Path(".")) -> dict[str, int]:
             continue
         parked = root / PARKED / variant
         shutil.rmtree(parked, ignore_errors=True)
-        count = 0
+        moved[variant] = sum(sum(1 for _ in path.rglob("*")) if path.is_dir() else 1 for path in found)
         for path in found:
             target = parked / path.relative_to(root)
             target.parent.mkdir(parents=True, exist_ok=True)
-            count += sum(1 for _ in path.rglob("*")) if path.is_dir() else 1
             os.replace(path, target)
-        moved[variant] = count
     return moved

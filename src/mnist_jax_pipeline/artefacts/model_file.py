@@ -9,7 +9,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from ..foundation.dataset_facts import IMAGE_PIXELS, NUM_CLASSES
-from ..foundation.errors import PipelineError, missing, remake
+from ..foundation.errors import missing, remake
 from . import atomic
 from .record import Record
 
@@ -49,36 +49,33 @@ def load_model(path: str | Path, made_by: str) -> tuple[HostParams, ModelMetadat
     if not path.is_file():
         raise missing(path, made_by)
 
-    def corrupt(why: str) -> PipelineError:
-        return remake(path, why, made_by)
-
     try:
         with safe_open(str(path), framework="numpy") as handle:
             stored = (handle.metadata() or {}).get(METADATA_KEY)
             named = {name: handle.get_tensor(name) for name in handle.keys()}  # noqa: SIM118
     except (SafetensorError, OSError, ValueError) as err:
-        raise corrupt(f"corrupt or truncated model ({err})") from err
+        raise remake(path, f"corrupt or truncated model ({err})", made_by) from err
     if stored is None:
-        raise corrupt(f"no '{METADATA_KEY}' metadata")
+        raise remake(path, f"no '{METADATA_KEY}' metadata", made_by)
     try:
         metadata = ModelMetadata.model_validate_json(stored)
         params = [(named[f"layer{i}.weight"], named[f"layer{i}.bias"]) for i in range(len(named) // 2)]
     except ValidationError as err:
-        raise corrupt(f"corrupt model metadata ({err.errors()[0]['msg'].lower()})") from err
+        raise remake(path, f"corrupt model metadata ({err.errors()[0]['msg'].lower()})", made_by) from err
     except KeyError as err:
-        raise corrupt(f"missing array {err}") from err
+        raise remake(path, f"missing array {err}", made_by) from err
     if not params or len(named) != 2 * len(params):
-        raise corrupt(f"{len(named)} arrays, expected weight/bias pairs")
+        raise remake(path, f"{len(named)} arrays, expected weight/bias pairs", made_by)
     for i, (w, b) in enumerate(params):
         if w.ndim != 2 or b.shape != (w.shape[0],) or w.dtype != np.float32 or b.dtype != np.float32:
-            raise corrupt(f"layer {i} has shapes {w.shape}/{b.shape} ({w.dtype}/{b.dtype})")
+            raise remake(path, f"layer {i} has shapes {w.shape}/{b.shape} ({w.dtype}/{b.dtype})", made_by)
     sizes = layer_sizes_of(params)
     if any(w.shape[1] != sizes[i] for i, (w, _) in enumerate(params)):
-        raise corrupt(f"layer shapes {[w.shape for w, _ in params]} do not chain up")
+        raise remake(path, f"layer shapes {[w.shape for w, _ in params]} do not chain up", made_by)
     if sizes != metadata.layer_sizes:
-        raise corrupt(f"arrays of layer sizes {sizes}, metadata says {metadata.layer_sizes}")
+        raise remake(path, f"arrays of layer sizes {sizes}, metadata says {metadata.layer_sizes}", made_by)
     if sizes[0] != IMAGE_PIXELS or sizes[-1] != NUM_CLASSES:
-        raise corrupt(f"layer sizes {sizes}: the MLP maps {IMAGE_PIXELS} pixels to {NUM_CLASSES} classes")
+        raise remake(path, f"layer sizes {sizes}: the MLP maps {IMAGE_PIXELS} pixels to {NUM_CLASSES} classes", made_by)
     if not all(np.isfinite(w).all() and np.isfinite(b).all() for w, b in params):
-        raise corrupt("it holds NaN or infinite weights")
+        raise remake(path, "it holds NaN or infinite weights", made_by)
     return params, metadata

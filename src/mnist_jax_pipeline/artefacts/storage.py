@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
-from ..foundation.errors import PipelineError, missing, read_text, remake
+from ..foundation.errors import missing, read_text, remake
 from . import atomic
 
 Model = TypeVar("Model", bound=BaseModel)
@@ -30,22 +30,17 @@ def _read_text(path: Path, made_by: str) -> str:
     return read_text(path, f"run the '{made_by}' stage first", f"re-run the '{made_by}' stage")
 
 
-def invalid(path: Path, err: ValidationError, made_by: str) -> PipelineError:
-    """One line for an artefact that does not match its type."""
-    first = err.errors()[0]
-    where = ".".join(str(part) for part in first["loc"])
-    return remake(path, f"'{where}': {first['msg'].lower()}" if where else first["msg"].lower(), made_by)
-
-
 def read_model(path: str | Path, model: type[Model], made_by: str) -> Model:
+    """Read a typed JSON artefact; corrupt JSON, or a value that does not match its type, is one line."""
     path = Path(path)
-    text = _read_text(path, made_by)
     try:
-        return model.model_validate_json(text)
+        return model.model_validate_json(_read_text(path, made_by))
     except ValidationError as err:
         if any(e["type"] == "json_invalid" for e in err.errors()):
             raise remake(path, "corrupt JSON", made_by) from err
-        raise invalid(path, err, made_by) from err
+        first = err.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise remake(path, f"'{where}': {first['msg'].lower()}" if where else first["msg"].lower(), made_by) from err
 
 
 def write_rows(path: str | Path, rows: Sequence[BaseModel], model: type[BaseModel]) -> None:

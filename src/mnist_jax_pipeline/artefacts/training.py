@@ -77,9 +77,6 @@ class TrainMetrics(Record):
         )
 
 
-TimingLock = Literal["held", "off", "not held"]  # off: MNIST_PIPELINE_LOCK=off; not held: it stopped waiting for it
-
-
 class RunInfo(Record):
     """metrics/train/<variant>.run.json: the device, versions and host of a training run, and how busy it was."""
 
@@ -97,7 +94,7 @@ class RunInfo(Record):
     runtime_lock_sha256: str | None = None  # requirements/runtime.txt, the locked runtime versions
     xla_flags: str | None = None  # XLA_FLAGS in force: the deterministic GPU ops (runtime.set_numerics)
     matmul_precision: str | None = None  # float32 matmuls: "highest" is full float32 on GPU and TPU too
-    timing_lock: TimingLock
+    timing_lock: Literal["held", "off", "not held"]  # off: MNIST_PIPELINE_LOCK=off; not held: it stopped waiting
     lock_wait_seconds: float
     loadavg_1m_at_start: float | None = None  # None where the platform has no load average
     loadavg_1m_at_end: float | None = None

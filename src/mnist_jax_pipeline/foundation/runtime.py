@@ -141,13 +141,10 @@ def holder(lock: Path) -> str:
 def lock_timeout() -> float:
     """MNIST_PIPELINE_LOCK_TIMEOUT in seconds (default 60)."""
     setting = os.environ.get(LOCK_TIMEOUT_ENV, "")
-    try:
-        value = float(setting) if setting else DEFAULT_LOCK_TIMEOUT
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < float("inf"):
-        raise PipelineError(f"{LOCK_TIMEOUT_ENV}={clip(setting, 40)}: not a number of seconds; set e.g. 60 or unset it")
-    return value
+    with contextlib.suppress(ValueError):
+        if 0 <= (value := float(setting or DEFAULT_LOCK_TIMEOUT)) < float("inf"):
+            return value
+    raise PipelineError(f"{LOCK_TIMEOUT_ENV}={clip(setting, 40)}: not a number of seconds; set e.g. 60 or unset it")
 
 
 @contextlib.contextmanager

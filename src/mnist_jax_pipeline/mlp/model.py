@@ -37,8 +37,7 @@ def init_params(
         else:
             params.append((scale * jax.random.normal(w_key, (n, m)), scale * jax.random.normal(b_key, (n,))))
     if output_init == "zeros":
-        w, b = params[-1]
-        params[-1] = (jnp.zeros_like(w), jnp.zeros_like(b))
+        params[-1] = jax.tree.map(jnp.zeros_like, params[-1])
     return params
 
 

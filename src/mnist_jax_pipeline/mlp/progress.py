@@ -35,7 +35,6 @@ class EpochProgress:
         self.stream = stream or sys.stderr
         self.bar_on = progress_wanted(self.stream) if bar is None else bar
         self.bar: tqdm | None = None
-        self._first_step = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -43,22 +42,19 @@ class EpochProgress:
         """Before the epoch's clock starts: open its bar and the thread that moves it."""
         if not self.bar_on:
             return
-        self._first_step = self.steps()
         width = {"dynamic_ncols": True} if terminal_columns(self.stream) else {"ncols": 100}
         desc = f"{self.label} epoch {epoch}/{self.epochs}"
         self.bar = tqdm(
             total=self.total, desc=desc, file=self.stream, mininterval=REFRESH_SECONDS, bar_format=BAR_FORMAT, **width
         )
         self._stop.clear()
-        self._thread = threading.Thread(target=self._follow, daemon=True)
+        self._thread = threading.Thread(target=self._follow, args=(self.bar, self.steps()), daemon=True)
         self._thread.start()
 
-    def _follow(self) -> None:
+    def _follow(self, bar: tqdm, first_step: int) -> None:
         while not self._stop.wait(REFRESH_SECONDS):
-            bar = self.bar
-            if bar is not None:
-                bar.n = min(self.steps() - self._first_step, self.total)
-                bar.refresh()
+            bar.n = min(self.steps() - first_step, self.total)
+            bar.refresh()
 
     def _unfollow(self) -> None:
         self._stop.set()

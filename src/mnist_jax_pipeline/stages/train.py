@@ -58,22 +58,20 @@ def run_epochs(
     loop: loops.TrainingLoop,
     state: TrainState,
     epochs: int,
-    after_epoch: Callable[[int, float, TrainState], None] | None = None,
-    before_epoch: Callable[[int], None] | None = None,
+    after_epoch: Callable[[int, float, TrainState], None] = lambda *_: None,
+    before_epoch: Callable[[int], None] = lambda _: None,
 ) -> Run:
     """Compile (timed apart), then run and time `epochs` epochs; `before_epoch` and `after_epoch` run untimed."""
     state = jax.block_until_ready(loop.place(state))
     compile_seconds = loop.compile(state)
     epoch_seconds: list[float] = []
     for epoch in range(1, epochs + 1):
-        if before_epoch is not None:
-            before_epoch(epoch)
+        before_epoch(epoch)
         jax.block_until_ready(state)
         start = time.perf_counter()
         state = jax.block_until_ready(loop.run_epoch(state, epoch))
         epoch_seconds.append(time.perf_counter() - start)
-        if after_epoch is not None:
-            after_epoch(epoch, epoch_seconds[-1], state)
+        after_epoch(epoch, epoch_seconds[-1], state)
     return Run(state, compile_seconds, epoch_seconds, loop.analysis())
 
 

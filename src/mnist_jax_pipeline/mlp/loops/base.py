@@ -4,7 +4,7 @@ runs one epoch: every loop sees the same examples in the same order and applies 
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import jax
 import numpy as np
@@ -36,22 +36,43 @@ class LoopInputs:
 
 
 class TrainingLoop(Protocol):
-    """A variant's way of running the epochs. `place` puts the state where the loop runs it (replicated over several
-    devices); `compile` compiles ahead of time, its seconds (None: nothing compiled); `run_epoch` runs epoch `epoch`
-    (1-based: it seeds the shuffle). `run_call` runs call `index` of the variant's `call_unit` as training does (full
-    batch `index` of epoch 1, wrapping round, or epoch `index + 1`) and `steps_per_call` counts its steps; `analysis`
-    and `hlo_text` are XLA's account of the compiled unit (None: nothing compiled). The progress bar reads
-    `steps_done`, the steps the host has run so far; nothing waits for it."""
+    """A variant's way of running the epochs; the loops subclass it for `place`, `analysis` and `hlo_text`.
+    `place` puts the state where the loop runs it (here as it is; replicated over several devices); `compile` compiles
+    ahead of time, its seconds (None: nothing compiled); `run_epoch` runs epoch `epoch` (1-based: it seeds the shuffle).
+    `run_call` runs call `index` of the variant's `call_unit` as training does (full batch `index` of epoch 1, wrapping
+    round, or epoch `index + 1`) and `steps_per_call` counts its steps; `analysis` and `hlo_text` are XLA's account of
+    `compiled` (None: nothing compiled). The progress bar reads `steps_done`, the steps the host has run so far; nothing
+    waits for it."""
 
     steps_done: int
+    compiled: Any  # the compiled unit (a jax.stages.Compiled), None until compiled
 
-    def place(self, state: TrainState) -> TrainState: ...
     def compile(self, state: TrainState) -> float | None: ...
     def run_epoch(self, state: TrainState, epoch: int) -> TrainState: ...
     def steps_per_call(self) -> int: ...
     def run_call(self, state: TrainState, index: int) -> TrainState: ...
-    def analysis(self) -> XlaAnalysis | None: ...
-    def hlo_text(self) -> str | None: ...
+
+    def place(self, state: TrainState) -> TrainState:
+        return state
+
+    def analysis(self) -> XlaAnalysis | None:
+        """XLA's memory and cost analysis of the compiled unit (None: none compiled, or the backend has none)."""
+        if self.compiled is None or (memory := self.compiled.memory_analysis()) is None:
+            return None
+        costs = self.compiled.cost_analysis() or {}
+        return XlaAnalysis(
+            argument_bytes=memory.argument_size_in_bytes,
+            output_bytes=memory.output_size_in_bytes,
+            alias_bytes=memory.alias_size_in_bytes,
+            temp_bytes=memory.temp_size_in_bytes,
+            generated_code_bytes=memory.generated_code_size_in_bytes,
+            peak_bytes=memory.peak_memory_in_bytes,
+            flops=costs.get("flops"),
+            bytes_accessed=costs.get("bytes accessed"),
+        )
+
+    def hlo_text(self) -> str | None:
+        return None if self.compiled is None else self.compiled.as_text()
 
 
 def steps_per_epoch(count: int, batch_size: int) -> int:
@@ -107,23 +128,6 @@ def epoch_permutation(count: int, config: TrainConfig, epoch: int | jax.Array) -
 def epoch_order(count: int, config: TrainConfig, epoch: int) -> np.ndarray | None:
     """The example order of one epoch on the host: None (data order) unless shuffling is on."""
     return np.asarray(epoch_permutation(count, config, epoch)) if config.shuffle else None
-
-
-def xla_analysis(compiled: jax.stages.Compiled | None) -> XlaAnalysis | None:
-    """XLA's memory and cost analysis of a compiled executable (None: none compiled, or the backend has none)."""
-    if compiled is None or (memory := compiled.memory_analysis()) is None:
-        return None
-    costs = compiled.cost_analysis() or {}
-    return XlaAnalysis(
-        argument_bytes=memory.argument_size_in_bytes,
-        output_bytes=memory.output_size_in_bytes,
-        alias_bytes=memory.alias_size_in_bytes,
-        temp_bytes=memory.temp_size_in_bytes,
-        generated_code_bytes=memory.generated_code_size_in_bytes,
-        peak_bytes=memory.peak_memory_in_bytes,
-        flops=costs.get("flops"),
-        bytes_accessed=costs.get("bytes accessed"),
-    )
 
 
 def targets_of(labels: np.ndarray, config: TrainConfig) -> jax.Array:

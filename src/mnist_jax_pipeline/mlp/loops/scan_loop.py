@@ -12,11 +12,10 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from ...artefacts.training import XlaAnalysis
-from .base import LoopInputs, TrainState, epoch_permutation, steps_per_epoch, xla_analysis
+from .base import LoopInputs, TrainingLoop, TrainState, epoch_permutation, steps_per_epoch
 
 
-class ScanLoop:
+class ScanLoop(TrainingLoop):
     """One compiled, donated `lax.scan` per epoch over device-resident data (`jit` is always true)."""
 
     steps_done = 0  # an epoch is one call: its steps show when the epoch has been awaited
@@ -72,14 +71,8 @@ class ScanLoop:
     def run_epoch(self, state: TrainState, epoch: int) -> TrainState:
         return self.compiled(state, self.images, self.targets, jnp.int32(epoch))
 
-    def analysis(self) -> XlaAnalysis | None:
-        return xla_analysis(self.compiled)
-
     def steps_per_call(self) -> int:
         return steps_per_epoch(len(self.inputs.images), self.inputs.config.batch_size)
 
     def run_call(self, state: TrainState, index: int) -> TrainState:
         return self.run_epoch(state, index + 1)
-
-    def hlo_text(self) -> str | None:
-        return None if self.compiled is None else self.compiled.as_text()

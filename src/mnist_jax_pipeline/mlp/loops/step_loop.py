@@ -6,11 +6,10 @@ from typing import Any
 
 import jax
 
-from ...artefacts.training import XlaAnalysis
-from .base import LoopInputs, TrainState, Update, batch_bounds, epoch_order, xla_analysis
+from .base import LoopInputs, TrainingLoop, TrainState, Update, batch_bounds, epoch_order
 
 
-class StepLoop:
+class StepLoop(TrainingLoop):
     """One update call per batch, its steps compiled when `jit`."""
 
     def __init__(self, inputs: LoopInputs, *, jit: bool):
@@ -20,18 +19,14 @@ class StepLoop:
         self.compiled: Any = None  # the full-batch step, once compiled
         self.steps_done = 0
 
-    def place(self, state: TrainState) -> TrainState:
-        return state
-
     def compile(self, state: TrainState) -> float | None:
         if not self.jit:
             return None
         jitted = jax.jit(self.inputs.update)
+        images, targets = self.inputs.images, self.inputs.targets
         start = time.perf_counter()
         for size in sorted({stop - start for start, stop in self.bounds}, reverse=True):
-            self.executables[size] = jitted.lower(
-                state, self.inputs.images[:size], self.inputs.targets[:size]
-            ).compile()
+            self.executables[size] = jitted.lower(state, images[:size], targets[:size]).compile()
         self.compiled = self.executables[self.bounds[0][1]]
         return time.perf_counter() - start
 
@@ -50,9 +45,6 @@ class StepLoop:
             self.steps_done += 1
         return state
 
-    def analysis(self) -> XlaAnalysis | None:
-        return xla_analysis(self.compiled)
-
     def steps_per_call(self) -> int:
         return 1
 
@@ -60,6 +52,3 @@ class StepLoop:
         """One update on a full batch of epoch 1, in data order (a partial last batch is left out)."""
         start, stop = self.bounds[index % max(len(self.inputs.images) // self.inputs.config.batch_size, 1)]
         return self._step(stop - start)(state, self.inputs.images[start:stop], self.inputs.targets[start:stop])
-
-    def hlo_text(self) -> str | None:
-        return None if self.compiled is None else self.compiled.as_text()

@@ -28,8 +28,7 @@ from ..foundation.numerics import set_numerics
 from ..foundation.stops import EARLY, RECEIVED, SIGNALS, Stopped, raise_stopped
 from . import stage_table
 from .commands import Command
-from .freshness import Checker
-from .jobs import Job
+from .jobs import Job, Recorder
 
 ORCHESTRATOR = "MNIST_PIPELINE_ORCHESTRATOR"  # the identity of the Snakemake whose jobs this process is among
 
@@ -146,7 +145,7 @@ def running_tool() -> str:
     return "dvc" if os.environ.get("DVC_STAGE") else "mnist-pipeline"
 
 
-def job_for(args: argparse.Namespace, checker: Checker) -> Job | None:
+def job_for(args: argparse.Namespace, checker: Recorder) -> Job | None:
     """The job a stage's command runs, or None when its outputs are moved off the table's paths."""
     stage = stage_table.get(args.command)
     defaults = {"out": stage.outputs[0].path, "raw": paths.RAW.path, "processed": paths.PROCESSED.path}
@@ -174,7 +173,7 @@ def stage(args: argparse.Namespace, command: Command) -> Iterator[Callable[[argp
     if getattr(args, "root", ".") != ".":
         atomic.claim(args.root, option="--root", command=args.command, signature="", inside=paths.POINT_PARAMS)
     is_stage = any(s.name == args.command for s in stage_table.STAGES)
-    checker = Checker(load(args.params), str(args.params)) if is_stage else None
+    checker = Recorder(load(args.params), str(args.params)) if is_stage else None
     job = job_for(args, checker) if checker else None
     if checker is None or job is None:
         with atomic.together():
@@ -189,7 +188,11 @@ def stage(args: argparse.Namespace, command: Command) -> Iterator[Callable[[argp
     function = command.function()  # its imports take a second or more: the hashing runs meanwhile
     clock = time.perf_counter()
     hashing.join()
-    inputs = checker.check_inputs(job)  # the jobs upstream must be current
+    inputs: dict[str, str] = {}
+    if job.stage.inputs:  # the jobs upstream must be current; freshness is loaded only for them
+        from .freshness import Checker
+
+        inputs = Checker(checker.params, checker.params_path, checker.hashes).check_inputs(job)
     atomic.claim(*job.outputs(), job.stamp_path)
     spent += time.perf_counter() - clock
     with atomic.together():

@@ -41,7 +41,13 @@ def training(proc: subprocess.Popen) -> bool:
         children = psutil.Process(proc.pid).children(recursive=True)
     except psutil.NoSuchProcess:
         return False
-    return any("train" in " ".join(child.cmdline()) for child in children if child.is_running())
+    for child in children:
+        try:  # a child may end, or be a zombie, between the listing and this read
+            if "train" in " ".join(child.cmdline()):
+                return True
+        except psutil.Error:
+            continue
+    return False
 
 
 def run(ws: Path, *args: str) -> subprocess.CompletedProcess:

@@ -10,16 +10,6 @@ from typing import Literal
 
 
 @dataclass(frozen=True)
-class Plot:
-    """A DVC plot of a CSV artefact: its columns, title (`{variant}` filled in) and template."""
-
-    x: str
-    y: str
-    title: str
-    template: str | None = None
-
-
-@dataclass(frozen=True)
 class Artefact:
     path: str
     made_by: str
@@ -27,7 +17,6 @@ class Artefact:
     variant_files: tuple[str, ...] = ()  # a folder's files, one per variant ('{variant}' in the name)
     folders: tuple[str, ...] = ()  # a folder's sub-folders, declared whole
     role: Literal["out", "metrics", "plots"] = "out"
-    plot: Plot | None = None
     in_git: bool = False  # committed, not cached by DVC: the baseline `dvc metrics diff` compares with
 
     @property
@@ -71,23 +60,11 @@ MODEL = Artefact("models/{variant}.safetensors", "train")
 TRAIN_HEADLINE = Artefact("metrics/train/{variant}.json", "train", role="metrics", in_git=True)
 TRAIN_METRICS = Artefact("metrics/train/{variant}.full.json", "train", in_git=True)
 TRAIN_RUN = Artefact("metrics/train/{variant}.run.json", "train", in_git=True)
-TRAIN_HISTORY = Artefact(
-    "plots/train/{variant}.csv",
-    "train",
-    role="plots",
-    in_git=True,
-    plot=Plot("epoch", "test_accuracy", "Test accuracy per epoch ({variant})", template="epochs"),
-)
+TRAIN_HISTORY = Artefact("plots/train/{variant}.csv", "train", role="plots", in_git=True)
 EVAL_HEADLINE = Artefact("metrics/evaluate/{variant}.json", "evaluate", role="metrics", in_git=True)
 EVAL_METRICS = Artefact("metrics/evaluate/{variant}.full.json", "evaluate", in_git=True)
 EVAL_DETAILS = Artefact("metrics/evaluate/{variant}_details.json", "evaluate")
-CONFUSION = Artefact(
-    "plots/confusion/{variant}.csv",
-    "evaluate",
-    role="plots",
-    in_git=True,
-    plot=Plot("predicted", "actual", "Confusion matrix ({variant})", template="confusion_log"),
-)
+CONFUSION = Artefact("plots/confusion/{variant}.csv", "evaluate", role="plots", in_git=True)
 PROFILE = Artefact(
     "reports/profile/{variant}",
     "profile",

@@ -31,6 +31,11 @@ RULE_FILES = {
     "profile": ("profile",),
     "report": ("report",),
 }
+# a per-variant plot's DVC options ({variant} is each variant)
+PLOTS = {
+    paths.TRAIN_HISTORY: {"template": "epochs", "x": "epoch", "y": "test_accuracy", "title": "Test accuracy per epoch"},
+    paths.CONFUSION: {"template": "confusion_log", "x": "predicted", "y": "actual", "title": "Confusion matrix"},
+}
 # plots/variants.csv's columns that dvc.yaml's plots draw, a line per variant: {column: (title, template)}
 HISTORY_PLOTS = {
     "train_loss": ("Training loss per epoch", "variants"),
@@ -72,9 +77,8 @@ def _dvc_out(artefact: paths.Artefact, stage: Stage) -> str | dict:
     must not delete it before the stage runs)."""
     path = _dvc_path(artefact, stage)
     options: dict = {}
-    if plot := artefact.plot:
-        options = {"template": plot.template} if plot.template else {}
-        options |= {"x": plot.x, "y": plot.y, "title": plot.title.replace("{variant}", "${item}")}
+    if plot := PLOTS.get(artefact):
+        options = {**plot, "title": f"{plot['title']} (${{item}})"}
     if artefact.in_git:
         options |= {"cache": False, "persist": True}
     return {path: options} if options else path

@@ -8,8 +8,7 @@ import threading
 from collections.abc import Iterator
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-RECEIVED: list[int] = []  # the stop signals received: a library may drop the exception one raised
-EARLY: list[int] = []  # those received before the command's handlers were in place (keep)
+RECEIVED: list[int] = []  # the stop signals the command received: a library may drop the exception one raised
 _held: list[bool] = []
 
 
@@ -33,7 +32,7 @@ def raise_stopped(signum: int, frame: object) -> None:
 
 def keep(signum: int, frame: object) -> None:
     """The console script's handler while the command's modules import: the stop is raised once it runs."""
-    EARLY.append(signum)
+    RECEIVED.append(signum)
 
 
 @contextlib.contextmanager

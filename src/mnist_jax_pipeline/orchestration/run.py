@@ -25,7 +25,7 @@ from ..config.params import load
 from ..foundation import console, paths
 from ..foundation.errors import PipelineError, clip
 from ..foundation.numerics import set_numerics
-from ..foundation.stops import EARLY, RECEIVED, SIGNALS, Stopped, raise_stopped
+from ..foundation.stops import RECEIVED, SIGNALS, Stopped, raise_stopped
 from . import stage_table
 from .commands import Command
 from .jobs import Job, Recorder
@@ -98,8 +98,6 @@ class Outcome:
         for stream in (sys.stdout, sys.stderr):  # a character the locale cannot encode prints as \uXXXX
             if isinstance(stream, io.TextIOWrapper):
                 stream.reconfigure(errors="backslashreplace")
-        RECEIVED[:] = EARLY  # a stop kept while the command imported
-        EARLY.clear()
         self.previous = {sig: signal.signal(sig, raise_stopped) for sig in SIGNALS}
         orchestrator = os.environ.get(ORCHESTRATOR) or None
         threading.Thread(target=_stop_with_orchestrator, args=(os.getppid(), orchestrator), daemon=True).start()
@@ -109,6 +107,7 @@ class Outcome:
     def __exit__(self, kind: type | None, err: BaseException | None, tb: TracebackType | None) -> bool:
         if err is None and RECEIVED:  # its exception was dropped
             err = Stopped(RECEIVED[0])
+        RECEIVED.clear()
         if isinstance(err, Stopped | KeyboardInterrupt):
             for stop in SIGNALS:  # the clean-up must not be interrupted again
                 signal.signal(stop, signal.SIG_IGN)

@@ -570,6 +570,31 @@ def test_a_setting_that_names_a_project_file_never_changes_it(project, variable)
     assert (project / "params.yaml").read_bytes() == before
 
 
+def test_a_stop_as_a_temporary_folder_is_made_still_has_it_removed(tmp_path, monkeypatch):
+    """A stop that comes between making the temporary and listing it among the command's is raised after."""
+    import tempfile
+
+    from mnist_jax_pipeline.foundation import stops
+
+    made = tempfile.mkdtemp
+
+    def mkdtemp_then_stop(*args, **kwargs):
+        folder = made(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return folder
+
+    monkeypatch.setattr(stops, "RECEIVED", [])
+    monkeypatch.setattr(atomic.tempfile, "mkdtemp", mkdtemp_then_stop)
+    previous = signal.signal(signal.SIGTERM, stops.raise_stopped)
+    try:
+        with pytest.raises(stops.Stopped), atomic.atomic_dir(tmp_path / "out"):
+            pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    atomic.discard_temps(settle=0)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_stop_while_jax_profiler_traces_is_raised_once_the_trace_is_closed(tmp_path, monkeypatch):
     """A stop that unwinds jax.profiler's trace can hang its stop_trace: it waits for the trace to close."""
     from mnist_jax_pipeline.foundation import stops

@@ -12,6 +12,7 @@ from pathlib import Path
 import psutil
 
 from ..foundation.errors import PipelineError
+from ..foundation.stops import held
 
 TMP_PREFIX = ".tmp-"
 _OPEN: set[Path] = set()  # this process's temporary outputs not yet in place
@@ -106,17 +107,18 @@ def _atomic(path: Path, folder: bool) -> Iterator[Path]:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         sweep(path)
-        if folder:
-            tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=path.parent))
-        else:
-            with tempfile.NamedTemporaryFile(prefix=prefix, dir=path.parent, delete=False) as handle:
-                tmp = Path(handle.name)
+        with held():  # a stop between creating the temporary and listing it would leave it behind
+            if folder:
+                tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=path.parent))
+            else:
+                with tempfile.NamedTemporaryFile(prefix=prefix, dir=path.parent, delete=False) as handle:
+                    tmp = Path(handle.name)
+            _OPEN.add(tmp)
         mask = os.umask(0)
         os.umask(mask)
         os.chmod(tmp, (0o777 if folder else 0o666) & ~mask)
     except OSError as err:
         raise _cannot_write(path, err) from err
-    _OPEN.add(tmp)
     try:
         yield tmp
     except BaseException as err:

@@ -50,6 +50,7 @@ def _stop_with_orchestrator(parent: int, orchestrator: str | None) -> None:
     """Stop as on SIGTERM once the process that started this one, or the Snakemake whose job this is
     (`orchestrator`, its identity), is gone: a stage never writes after its orchestrator has gone, though
     a shell between them lives on (PR_SET_PDEATHSIG would follow the parent's thread)."""
+    time.sleep(0.1)  # first, so that the stop comes once the command's `with` block is entered
     while os.getppid() == parent and (orchestrator is None or _alive(orchestrator)):
         time.sleep(0.1)
     os.kill(os.getpid(), signal.SIGTERM)

@@ -124,7 +124,7 @@ def test_the_budget_stops_the_step_it_runs_out_in_and_the_later_ones_are_not_run
     record.step("later", [sys.executable, "-c", "pass"], tmp_path)
     assert time.monotonic() - started < 20
     slow, later = manifest_of(record)["steps"]
-    assert slow["exit_code"] is None and re.match(r"stopped after [1-3] s", slow["note"]) and slow["seconds"] < 10
+    assert slow["exit_code"] is None and re.match(r"stopped after \d+ s", slow["note"]) and slow["seconds"] < 10
     assert later["exit_code"] is None and later["seconds"] is None and later["note"].startswith("not run")
 
 

@@ -97,9 +97,3 @@ RUNTIME_LOCK = Path("requirements/runtime.txt")  # the locked runtime versions, 
 COMPARE_HTML = "compare.html"  # a sweep's comparison page and table, in its folder
 COMPARE_CSV = "results.csv"
 EXPERIMENTS_HTML = "reports/experiments.html"  # the comparison page of DVC's experiments
-# tracked files a run itself rewrites: dvc.lock, the committed baseline, the .gitignore files DVC writes
-PIPELINE_WRITES = (
-    "dvc.lock",
-    *(a.path.replace("{variant}", "*") for a in ARTEFACTS if a.in_git),
-    *sorted({f"{Path(a.path).parent.as_posix()}/.gitignore" for a in ARTEFACTS} | {f"{PROVENANCE}/.gitignore"}),
-)

@@ -8,6 +8,7 @@ import platform
 import subprocess
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -16,7 +17,6 @@ from ...artefacts.dataset import Manifest
 from ...artefacts.evaluation import EvalHeadline
 from ...artefacts.training import TrainHeadline
 from ...foundation import paths
-from ...foundation.paths import PIPELINE_WRITES
 from ...foundation.runtime import package_version, runtime_lock_sha256
 from .inputs import VariantResults
 
@@ -25,6 +25,15 @@ log = logging.getLogger(__name__)
 UNKNOWN = "unknown"
 PACKAGES = ("jax", "jaxlib", "tensorflow-datasets", "dvc", "snakemake", "numpy", "matplotlib")
 GIT_TIMEOUT_S = 10
+
+# tracked files a run itself rewrites: dvc.lock, the committed baseline, the .gitignore files DVC writes
+PIPELINE_WRITES = (
+    "dvc.lock",
+    *(a.path.replace("{variant}", "*") for a in paths.ARTEFACTS if a.in_git),
+    *sorted(
+        {f"{Path(a.path).parent.as_posix()}/.gitignore" for a in paths.ARTEFACTS} | {f"{paths.PROVENANCE}/.gitignore"}
+    ),
+)
 
 
 def git(*args: str) -> str | None:

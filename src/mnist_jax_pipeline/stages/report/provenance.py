@@ -16,8 +16,8 @@ from pydantic import ValidationError
 from ...artefacts.dataset import Manifest
 from ...artefacts.evaluation import EvalHeadline
 from ...artefacts.training import TrainHeadline
-from ...foundation import paths
-from ...foundation.runtime import package_version, runtime_lock_sha256
+from ...foundation import NOT_INSTALLED, package_version, paths
+from ...foundation.runtime import runtime_lock_sha256
 from .inputs import VariantResults
 
 log = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ def git_state() -> dict[str, Any]:
 
 def versions() -> dict[str, str]:
     """Python and the pipeline's key packages, read from installed metadata (nothing imported)."""
-    return {"python": platform.python_version()} | {name: package_version(name) or "not installed" for name in PACKAGES}
+    return {"python": platform.python_version()} | {name: package_version(name) or NOT_INSTALLED for name in PACKAGES}
 
 
 def generated_at() -> str:

@@ -100,6 +100,30 @@ def test_a_stage_stops_once_the_snakemake_named_to_it_is_gone(pid_taken):
             process.wait()
 
 
+SETTING_UP = """
+import os, signal, sys, threading
+from mnist_jax_pipeline.cli import entry
+start, sent = threading.Thread.start, []
+def stop_then_start(thread):  # the watch's thread starts inside Outcome.__enter__: a stop comes just then
+    if not sent:
+        sent.append(signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGTERM)
+    start(thread)
+threading.Thread.start = stop_then_start
+sys.argv = ["mnist-pipeline", "check"]
+entry()
+"""
+
+
+def test_a_stop_while_the_command_sets_up_is_its_one_stop_line(tmp_path):
+    """A stop that comes while `Outcome` installs its handlers and its watch ends the command with its stop line."""
+    done = subprocess.run([sys.executable, "-c", SETTING_UP], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 128 + signal.SIGTERM, done.stderr[-3000:]
+    assert (
+        done.stderr.strip() == "error: check stopped by SIGTERM; its temporary files were removed, nothing half-written"
+    )
+
+
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory) -> Path:
     """A tiny workspace (synthetic data) where Snakemake ran preprocess."""

@@ -50,7 +50,6 @@ def _stop_with_orchestrator(parent: int, orchestrator: str | None) -> None:
     """Stop as on SIGTERM once the process that started this one, or the Snakemake whose job this is
     (`orchestrator`, its identity), is gone: a stage never writes after its orchestrator has gone, though
     a shell between them lives on (PR_SET_PDEATHSIG would follow the parent's thread)."""
-    time.sleep(0.1)  # first, so that the stop comes once the command's `with` block is entered
     while os.getppid() == parent and (orchestrator is None or _alive(orchestrator)):
         time.sleep(0.1)
     os.kill(os.getpid(), signal.SIGTERM)
@@ -96,14 +95,17 @@ class Outcome:
         self.previous: dict[int, object] = {}
 
     def __enter__(self) -> Self:
-        for stream in (sys.stdout, sys.stderr):  # a character the locale cannot encode prints as \uXXXX
-            if isinstance(stream, io.TextIOWrapper):
-                stream.reconfigure(errors="backslashreplace")
-        self.previous = {sig: signal.signal(sig, raise_stopped) for sig in SIGNALS}
-        orchestrator = os.environ.get(ORCHESTRATOR) or None
-        threading.Thread(target=_stop_with_orchestrator, args=(os.getppid(), orchestrator), daemon=True).start()
-        sys.unraisablehook = lambda u: None if isinstance(u.exc_value, Stopped) else sys.__unraisablehook__(u)
-        return self
+        try:  # a stop raised here is kept in RECEIVED: the command's first check, or the signal sent again, raises it
+            for stream in (sys.stdout, sys.stderr):  # a character the locale cannot encode prints as \uXXXX
+                if isinstance(stream, io.TextIOWrapper):
+                    stream.reconfigure(errors="backslashreplace")
+            sys.unraisablehook = lambda u: None if isinstance(u.exc_value, Stopped) else sys.__unraisablehook__(u)
+            self.previous = {sig: signal.signal(sig, raise_stopped) for sig in SIGNALS}
+            orchestrator = os.environ.get(ORCHESTRATOR) or None
+            threading.Thread(target=_stop_with_orchestrator, args=(os.getppid(), orchestrator), daemon=True).start()
+            return self
+        except Stopped:
+            return self
 
     def __exit__(self, kind: type | None, err: BaseException | None, tb: TracebackType | None) -> bool:
         if err is None and RECEIVED:  # its exception was dropped

@@ -168,6 +168,41 @@ getattr(importlib.import_module(script.module), script.attr)()
 """
 
 
+STOP_WHILE_THE_STAGE_IMPORTS = """
+import os, signal, sys
+from pathlib import Path
+from mnist_jax_pipeline.cli import entry
+
+
+class StopWhileTheStageImports:
+    def find_spec(self, name, path=None, target=None):
+        if name == "mnist_jax_pipeline.stages.train":  # Ctrl-C as the stage's module (and JAX's) begins to import
+            os.kill(os.getpid(), signal.SIGINT)
+        if name == "mnist_jax_pipeline.mlp.progress":  # the stage module's last import: it ran to its end
+            Path("imported").touch()
+        return None
+
+
+sys.meta_path.insert(0, StopWhileTheStageImports())
+sys.argv = ["mnist-pipeline", "train", "--variant", "nojit"]
+entry()
+"""
+
+
+def test_a_stop_while_the_stage_imports_waits_for_the_import_then_is_its_one_stop_line(tmp_path):
+    """A stop raised inside a library's extension as it initializes fails its import, or crashes it: the
+    command's modules import whole, then the stop ends the command."""
+    write_params(tmp_path, lambda text: text)
+    done = subprocess.run(
+        [sys.executable, "-c", STOP_WHILE_THE_STAGE_IMPORTS], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("error: train@nojit stopped by SIGINT"), done.stderr
+    assert (tmp_path / "imported").exists(), "the stage's modules were not imported whole"
+    assert not (tmp_path / "provenance").exists(), "a stopped command records nothing"
+
+
 def test_a_stop_while_the_console_script_imports_is_its_one_stop_line(tmp_path):
     """The console script keeps a stop that comes before the command's handlers are in place, and says it
     as any other stop: Snakemake's Ctrl-C reaches a job that is still importing."""

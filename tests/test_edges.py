@@ -480,8 +480,10 @@ def write_and_drop_a_stop(args):
     try:
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(0.5)
-    except Stopped:
-        pass  # as a library's callback does
+    except Stopped as err:
+        if os.environ["LIBRARY"] == "replaces":  # as an extension's failed init does
+            raise ImportError("Encountered an error while initializing the extension.") from err
+        # drops: as a library's callback does
 
 class Dropping(commands.Command):
     def function(self):
@@ -493,17 +495,19 @@ cli.entry()
 """
 
 
-def test_a_stop_a_library_drops_still_stops_the_command_before_its_outputs_are_in_place(tmp_path):
+@pytest.mark.parametrize("library", ["drops", "replaces"])
+def test_a_stop_a_library_drops_or_replaces_still_stops_the_command_before_its_outputs_are_in_place(tmp_path, library):
     done = subprocess.run(
         [sys.executable, "-c", DROPPED_STOP],
         cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "LIBRARY": library},
     )
     assert done.returncode == 128 + signal.SIGTERM, done.stderr
     assert "stopped by SIGTERM" in done.stderr and not (tmp_path / "out.txt").exists(), done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Iterator
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-RECEIVED: list[int] = []  # the stop signals the command received: a library may drop the exception one raised
+RECEIVED: list[int] = []  # the stop signals the command received: a library may drop or replace the exception
 _held: list[bool] = []
 
 

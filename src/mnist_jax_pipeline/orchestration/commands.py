@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..foundation import paths, variants
+from ..foundation.stops import held
 
 
 @dataclass(frozen=True)
@@ -36,9 +37,12 @@ class Command:
     hidden: bool = False  # run by the orchestrators, not by hand: left out of the command list
 
     def function(self) -> Callable[[argparse.Namespace], None]:
-        """The function that runs the command, its module imported now (a command loads only what it uses)."""
+        """The function that runs the command, its module imported now (a command loads only what it uses); a stop
+        waits for the import, as one raised inside a library's extension would fail or crash it."""
         module, _, name = self.module.partition(":")
-        return getattr(importlib.import_module(f"{__package__.rpartition('.')[0]}.{module}"), name or "main")
+        with held():
+            imported = importlib.import_module(f"{__package__.rpartition('.')[0]}.{module}")
+        return getattr(imported, name or "main")
 
 
 VARIANT = Option("--variant", "training variant", choices=variants.names())

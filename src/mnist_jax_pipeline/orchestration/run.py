@@ -108,7 +108,7 @@ class Outcome:
             return self
 
     def __exit__(self, kind: type | None, err: BaseException | None, tb: TracebackType | None) -> bool:
-        if err is None and RECEIVED:  # its exception was dropped
+        if RECEIVED and not isinstance(err, Stopped):  # its exception was dropped, or a library turned it into its own
             err = Stopped(RECEIVED[0])
         RECEIVED.clear()
         if isinstance(err, Stopped | KeyboardInterrupt):

@@ -135,6 +135,17 @@ def test_the_crate_describes_every_job_and_validates_offline(project: Path, caps
 
 
 @pytest.mark.slow
+def test_validate_writes_into_a_folder_that_is_not_there_yet(project: Path, capsys: pytest.CaptureFixture[str]):
+    """The folder --out names is made; the crate's files are named from it, and the validator finds them."""
+    assert main(["crate", "--validate", "--out", "crates/new"]) == 0
+    said = capsys.readouterr().out
+    assert "crate valid against provenance-run-crate-0.5: 0 REQUIRED," in said, said
+    crate = project / "crates" / "new"
+    files = [name for name, entity in graph(crate).items() if "File" in entity["@type"]]
+    assert "../../models/jit.safetensors" in files and all((crate / name).is_file() for name in files), files
+
+
+@pytest.mark.slow
 def test_few_recommended_findings_are_left(project: Path, capsys: pytest.CaptureFixture[str]):
     """What the project knows is in the crate; the findings left are named by kind on the one summary line."""
     configure_git_user(project, "Ada Lovelace", "ada@example.org")

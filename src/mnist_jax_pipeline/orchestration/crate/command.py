@@ -40,6 +40,7 @@ def main(args: argparse.Namespace) -> None:
     if args.validate:
         from .validate import validate  # roc-validator is slow to import: only when asked
 
+        out.mkdir(parents=True, exist_ok=True)  # the validator reads the crate's files from its folder
         validate(metadata, out, out / METADATA)
     atomic.write_text(out / METADATA, json.dumps(metadata, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
     print(f"wrote {out / METADATA}: {len(jobs)} jobs" + (f", {len(warnings)} warning(s) above" if warnings else ""))

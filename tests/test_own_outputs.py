@@ -4,6 +4,7 @@ its own output."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -93,6 +94,18 @@ def test_no_command_writes_over_a_file_it_did_not_make(
     if command in ("crate", "download", "preprocess") and path.is_file():
         return  # refused as not a folder, or as not its own
     assert "choose another path" in err[0] or "not a folder" in err[0], err
+
+
+@pytest.mark.parametrize("command", ["compare", "crate", "download", "preprocess"])
+def test_no_command_replaces_a_link_it_did_not_make(
+    project: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    link, nowhere = project.parent / "their-link", project.parent / "nowhere"
+    link.symlink_to(nowhere)  # a link that leads nowhere yet is still theirs
+    assert main(argv(command, str(link))) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and str(link) in err[0], err
+    assert link.is_symlink() and Path(os.readlink(link)) == nowhere
 
 
 def test_compare_and_crate_rewrite_their_own_output(project: Path, tmp_path: Path) -> None:

@@ -28,8 +28,9 @@ def _tracked(path: Path) -> bool:
 
 
 def _made_by(target: Path, signature: str, inside: str | None) -> bool:
-    """Whether `target` is new, an empty folder, or holds `signature` (a folder: in its file `inside`)."""
-    if not target.exists() or (target.is_dir() and not any(target.iterdir())):
+    """Whether `target` is new (not even a link), an empty folder, or holds `signature` (a folder: in its file
+    `inside`)."""
+    if not (target.exists() or target.is_symlink()) or (target.is_dir() and not any(target.iterdir())):
         return True
     with contextlib.suppress(OSError), open(target / inside if inside else target, "rb") as file:
         return signature.encode() in file.read(SIGNATURE_BYTES)

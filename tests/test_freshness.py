@@ -94,6 +94,16 @@ def test_a_stage_writes_no_record_for_outputs_from_another_parameters_file(proje
     assert "data/processed/train_images.npy: changed since 'preprocess' wrote it" in found
 
 
+def test_the_tables_paths_written_another_way_are_the_pipelines_job(project):
+    """`./data/raw/` is data/raw: the stage checks its inputs and records its outputs as the pipeline's job."""
+    before = json.loads((project / "provenance/preprocess.json").read_text())["run"]["started"]
+    assert main(["preprocess", "--raw", "./data/raw/", "--out", "data//processed/"]) == 0
+    assert json.loads((project / "provenance/preprocess.json").read_text())["run"]["started"] > before
+    assert problems("preprocess") == []
+    assert main(["train", "--variant", "jit", "--root", "./"]) == 0  # the project root, not a sweep point's
+    assert problems("train", "jit") == []
+
+
 def test_the_record_says_which_tool_ran_the_stage_when_and_what_its_checks_cost(project, monkeypatch):
     run = json.loads((project / "provenance/preprocess.json").read_text())["run"]
     assert run["tool"] == "mnist-pipeline"  # by hand: neither orchestrator's variable is set

@@ -151,7 +151,7 @@ def job_for(args: argparse.Namespace, checker: Recorder) -> Job | None:
     """The job a stage's command runs, or None when its outputs are moved off the table's paths."""
     stage = stage_table.get(args.command)
     defaults = {"out": stage.outputs[0].path, "raw": paths.RAW.path, "processed": paths.PROCESSED.path}
-    if any(getattr(args, key, default) != default for key, default in defaults.items()):
+    if any(Path(getattr(args, key, default)) != Path(default) for key, default in defaults.items()):
         return None
     root = Path(getattr(args, "root", "."))
     if root == Path(".") and Path(args.params) != Path("params.yaml"):
@@ -172,7 +172,7 @@ def stage(args: argparse.Namespace, command: Command) -> Iterator[Callable[[argp
     set_numerics()  # before any stage starts a JAX backend
     console.log_file()  # a setting that is not a log file is refused
     started, clock = now(), time.perf_counter()
-    if getattr(args, "root", ".") != ".":
+    if Path(getattr(args, "root", ".")) != Path("."):
         atomic.claim(args.root, option="--root", command=args.command, signature="", inside=paths.POINT_PARAMS)
     is_stage = any(s.name == args.command for s in stage_table.STAGES)
     checker = Recorder(load(args.params), str(args.params)) if is_stage else None

@@ -65,6 +65,21 @@ def test_a_merge_conflict_in_dvc_lock_is_named_with_dvcs_reason_and_its_fix(ws):
     assert "up to date" in sh(ws, "dvc", "status")
 
 
+def test_a_project_without_git_is_told_to_make_one(ws):
+    """A copy of the files alone (a downloaded archive): the jobs run, and the last line says how DVC gets its git."""
+    subprocess.run(["rm", "-rf", str(ws / ".git")], check=True)
+    template = ws / TEMPLATE
+    template.write_text(template.read_text().replace("</body>", "<!-- edited --></body>"))  # the report re-runs
+    done = subprocess.run(["snakemake", "--cores", "all"], cwd=ws, env=env(ws), capture_output=True, text=True)
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 1 and "edited" in (ws / "reports/report.html").read_text()
+    assert last.startswith("error: the jobs succeeded, but dvc.lock was not updated"), last
+    assert "make the project a git repository first (git init" in last, last
+    subprocess.run(["git", "init", "-q"], cwd=ws, check=True)
+    assert "brought up to date" in sh(ws, "snakemake", "--cores", "all")
+    assert "up to date" in sh(ws, "dvc", "status")
+
+
 def test_show_calls_a_damaged_metrics_file_damaged(ws):
     (ws / "metrics/evaluate/jit.json").write_text("{")
     said = sh(ws, "mnist-pipeline", "show")

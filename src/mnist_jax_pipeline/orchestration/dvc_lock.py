@@ -23,6 +23,7 @@ BUSY = "error: a DVC command is running in this checkout ({}); wait for it to en
 AGREED = Path(".snakemake/provenance/dvc.lock.agreed")  # the fingerprint at the last dvc commit
 UP_TO_DATE = "dvc.lock: brought up to date with the outputs, all current by content (dvc commit)"
 CONFLICT = "resolve the merge conflict in dvc.lock first (edit it, or keep one side: git checkout --theirs dvc.lock)"
+NO_GIT = "make the project a git repository first (git init, or clone it with git): DVC keeps dvc.lock in one"
 # `dvc commit` with DVC's cache of digests emptied first, so that DVC hashes the bytes as they are
 COMMIT = """import sys
 from dvc.cli import main
@@ -73,8 +74,8 @@ def commit(names: list[str]) -> str | None:
     lines = [line.strip() for line in (done.stderr + done.stdout).splitlines() if line.strip()]
     reason = next((line for line in lines if line.startswith("ERROR")), lines[0] if lines else "no message")
     conflicted = DVC_LOCK.is_file() and re.search(rb"^<<<<<<<", DVC_LOCK.read_bytes(), re.M)
-    fix = CONFLICT if conflicted else "fix what DVC names"
     reason = reason.removeprefix("ERROR: ").rstrip(".")
+    fix = CONFLICT if conflicted else NO_GIT if "not a git repository" in reason else "fix what DVC names"
     return f"dvc.lock was not updated, DVC says: {reason}; {fix}, then run snakemake --cores all again"
 
 

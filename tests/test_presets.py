@@ -4,11 +4,13 @@ changed key printed; an unknown name or a bad result is one line and leaves para
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, without_root_powers
 from mnist_jax_pipeline.cli import main
 from mnist_jax_pipeline.config.params import load
 
@@ -43,6 +45,46 @@ def test_a_partial_preset_changes_only_its_keys(project, capsys):
     after = (project / "params.yaml").read_text()
     changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines(), strict=True) if a != b]
     assert [b.split("#")[0].strip() for _, b in changed] == ["max_train_examples: 1000", "epochs: 1"]
+
+
+@pytest.mark.parametrize("layout", ["crlf", "four spaces", "long line"])
+def test_a_preset_keeps_the_files_line_endings_indentation_and_long_lines(project, capsys, layout):
+    (project / "presets" / "smoke.yaml").write_text("train:\n  epochs: 1\n")
+    text = (project / "params.yaml").read_text()
+    if layout == "crlf":
+        text = text.replace("\n", "\r\n")
+    elif layout == "four spaces":
+        text = "\n".join(f"  {line}" if line.startswith("  ") else line for line in text.splitlines()) + "\n"
+    else:  # a section in flow style, on one line of over 100 characters
+        block = text[text.index("preprocess:") : text.index("model:")]
+        pairs = ", ".join(line.split("#")[0].strip() for line in block.splitlines()[1:] if line.strip())
+        text = text.replace(block, f"preprocess: {{{pairs}}}\n\n")
+    (project / "params.yaml").write_bytes(text.encode())
+    assert main(["preset", "smoke"]) == 0, capsys.readouterr().err
+    after = (project / "params.yaml").read_bytes().decode()
+    changed = [(a, b) for a, b in zip(text.splitlines(), after.splitlines(), strict=True) if a != b]
+    assert len(changed) == 1 and changed[0][1].split("#")[0].strip() == "epochs: 1", changed
+    assert after.count("\r\n") == (after.count("\n") if layout == "crlf" else 0)
+
+
+def test_a_preset_edits_the_file_a_link_names_and_keeps_its_mode(project, capsys):
+    (project / "params.yaml").rename(project / "real.yaml")
+    (project / "params.yaml").symlink_to("real.yaml")
+    (project / "real.yaml").chmod(0o640)
+    assert main(["preset", "quick"]) == 0, capsys.readouterr().err
+    assert (project / "params.yaml").is_symlink() and load("real.yaml").train.epochs == 1
+    assert (project / "real.yaml").stat().st_mode & 0o777 == 0o640
+
+
+def test_a_read_only_params_file_is_refused_in_one_line_and_kept(project):
+    (project / "params.yaml").chmod(0o444)
+    before = (project / "params.yaml").read_bytes()
+    command = [*without_root_powers(), sys.executable, "-m", "mnist_jax_pipeline.cli", "preset", "quick"]
+    done = subprocess.run(command, cwd=project, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and done.stderr.strip() == (
+        "error: params.yaml: read-only; make it writable (chmod u+w params.yaml) to apply a preset"
+    ), done.stderr
+    assert (project / "params.yaml").read_bytes() == before
 
 
 def test_the_quick_preset_keeps_every_stage_and_variant_and_shrinks_the_training(project, capsys):

@@ -9,6 +9,8 @@ import functools
 import io
 import json
 import math
+import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -57,9 +59,13 @@ def show(value: Any) -> str:
 def render(text: str, edits: dict[Key, Any]) -> str:
     """`text` with the values at `edits` set, its comments, key order and list styles kept."""
     from ruamel.yaml import YAML
+    from ruamel.yaml.util import load_yaml_guess_indent
 
-    yaml = YAML()  # round trip
-    document = yaml.load(text)
+    yaml = YAML()  # round trip, in the file's indentation, a long line left whole
+    _, indent, offset = load_yaml_guess_indent(text.replace("\r\n", "\n"))
+    yaml.indent(mapping=indent, sequence=indent, offset=offset)
+    yaml.width = 4096
+    document = yaml.load(text.replace("\r\n", "\n"))
     for (*parents, last), value in edits.items():
         node = functools.reduce(lambda parent, part: parent.setdefault(part, {}), parents, document)
         if isinstance(node.get(last), list) and isinstance(value, list):
@@ -68,7 +74,7 @@ def render(text: str, edits: dict[Key, Any]) -> str:
             node[last] = value
     out = io.StringIO()
     yaml.dump(document, out)
-    return out.getvalue()
+    return out.getvalue().replace("\n", "\r\n") if "\r\n" in text else out.getvalue()
 
 
 def main(args: argparse.Namespace) -> None:
@@ -85,6 +91,11 @@ def main(args: argparse.Namespace) -> None:
         return
     result = render(text, {key: new for key, (_, new) in found.items()})
     validate(parse_yaml(result, args.params), f"{args.params} with preset '{args.name}'")
-    atomic.write_text(args.params, result)
+    target = Path(args.params).resolve()  # through a link: the file it names is the one edited
+    if not os.access(target, os.W_OK):
+        raise PipelineError(f"{args.params}: read-only; make it writable (chmod u+w {args.params}) to apply a preset")
+    with atomic.atomic_file(target) as tmp:
+        tmp.write_text(result, encoding="utf-8")
+        tmp.chmod(stat.S_IMODE(target.stat().st_mode))
     for key, (old, new) in found.items():
         print(f"{'.'.join(key)}: {show(old)} -> {show(new)}")

@@ -1,6 +1,7 @@
 """The CLI's contract: one-line errors naming the file or key, non-zero exit, no traceback unless --verbose."""
 
 import os
+import signal
 import subprocess
 import sys
 
@@ -166,6 +167,43 @@ sys.meta_path.insert(0, StopWhileImporting())
 sys.argv = ["mnist-pipeline", "check"]
 getattr(importlib.import_module(script.module), script.attr)()
 """
+
+
+@pytest.mark.parametrize("argv", [["explain", "a\nb"], ["preset", "a\r\nb"], ["compare", "--sweep", "a\nb"]])
+def test_an_error_naming_a_line_break_is_still_one_line(tmp_path, monkeypatch, capsys, argv):
+    monkeypatch.chdir(tmp_path)
+    write_params(tmp_path, lambda text: text)
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "\r" not in err and err.startswith("error: ") and "\\nb" in err, err
+
+
+LOUD = """
+import sys
+from mnist_jax_pipeline import cli
+from mnist_jax_pipeline.orchestration import commands
+
+class Loud(commands.Command):
+    def function(self):
+        return lambda args: print("x" * 999 + "\\n", end="", flush=False) or [print("y" * 999) for _ in range(2000)]
+
+commands.COMMANDS["show"] = Loud("config.params", "prints 2 MB")
+sys.argv = ["mnist-pipeline", sys.argv[1]]
+cli.entry()
+"""
+
+
+@pytest.mark.parametrize("command", ["check", "show"])
+def test_a_reader_of_the_output_that_goes_away_ends_the_command_quietly(tmp_path, command):
+    """`mnist-pipeline ... | head`: the reader is gone before (show: while) the command prints; no error line."""
+    write_params(tmp_path, lambda text: text)
+    process = subprocess.Popen(
+        [sys.executable, "-c", LOUD, command], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()
+    errors = process.stderr.read()
+    assert process.wait(timeout=120) == 128 + signal.SIGPIPE and errors == "", errors
 
 
 STOP_WHILE_THE_STAGE_IMPORTS = """

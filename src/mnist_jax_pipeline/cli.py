@@ -2,6 +2,7 @@
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -51,6 +52,8 @@ def entry() -> None:
     """The console script: after a stop it exits at once, without waiting for library threads that would
     write again."""
     status = main()
+    if console.stdout_gone():
+        status = 128 + signal.SIGPIPE
     if status > 128:
         sys.stdout.flush()
         sys.stderr.flush()

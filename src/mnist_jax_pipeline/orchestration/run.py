@@ -120,6 +120,9 @@ class Outcome:
                 f"error: {self.label} stopped by {signum.name}; its temporary files were removed, nothing half-written"
             )
             self.status = 128 + signum
+        elif isinstance(err, BrokenPipeError) and console.stdout_gone():
+            atomic.discard_temps()
+            self.status = 128 + signal.SIGPIPE
         elif err is not None:
             message = one_line(err)
             if message is None:
@@ -128,7 +131,7 @@ class Outcome:
             atexit.register(atomic.discard_temps)  # again after library threads are joined at exit
             if self.verbose:
                 traceback.print_exception(err)
-            console.say(f"error: {message}")
+            console.say("error: " + message.replace("\r", "\\r").replace("\n", "\\n"))  # one line, whatever it names
             self.status = 1
         for sig, handler in self.previous.items():
             signal.signal(sig, handler)  # type: ignore[arg-type]

@@ -121,6 +121,10 @@ def test_a_bad_sweep_file_is_one_line_naming_it(tmp_path, spec, message):
     ("name", "message"),
     [
         ("my sweep.yaml", "cannot name a sweep"),
+        ("a..b.yaml", "cannot name a sweep"),  # DVC refuses it in an experiment's name
+        ("t.yaml.yaml", "cannot name a sweep"),  # its folder would be the sweep file sweeps/t.yaml
+        ("t.lock.yaml", "cannot name a sweep"),
+        ("t..yaml", "cannot name a sweep"),
         ("s.yml", "a sweep file is named NAME.yaml"),
         ("none.yaml", "missing; name a sweep that exists"),
     ],

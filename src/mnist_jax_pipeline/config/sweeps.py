@@ -29,7 +29,8 @@ FOLDER = Path("sweeps")
 SWEPT_SECTIONS = ("model", "train")  # download and preprocess stay shared by every point
 POINT_SECTIONS = ("data", "preprocess", *SWEPT_SECTIONS, "variants")  # what a point's train and evaluate read
 NAME_LIMIT = 100  # characters of a point's name (a folder, part of a DVC experiment's name)
-SWEEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # a folder, a Snakemake wildcard, part of a git ref
+# a folder beside the sweep files, a Snakemake wildcard and part of a git ref (no '..', no '.lock' or '.' at the end)
+SWEEP_NAME = re.compile(r"(?!.*\.\.)(?!.*\.(lock|yaml)$)[A-Za-z0-9][A-Za-z0-9._-]*(?<!\.)")
 
 
 class SweepFile(BaseModel):
@@ -110,7 +111,8 @@ def _read_spec(path: Path) -> SweepFile:
     if not SWEEP_NAME.fullmatch(path.stem):
         raise PipelineError(
             f"{path}: '{path.stem}' cannot name a sweep (a folder and a DVC experiment);"
-            " rename the file with letters, digits, '.', '_' and '-' only"
+            " rename the file with letters, digits, '.', '_' and '-' only, with no '..' and not ending in '.',"
+            " '.lock' or '.yaml'"
         )
     raw = read_yaml(path, missing="name a sweep that exists (the files sweeps/NAME.yaml)")
     if not isinstance(raw, dict):

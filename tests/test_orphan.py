@@ -124,6 +124,32 @@ def test_a_stop_while_the_command_sets_up_is_its_one_stop_line(tmp_path):
     )
 
 
+STOP_WHILE_THE_PACKAGE_IMPORTS = """
+import os, signal, sys
+
+
+class StopWhileThePackageImports:
+    def find_spec(self, name, path=None, target=None):
+        if name == "mnist_jax_pipeline.orchestration.snakefile":  # Ctrl-C as common.smk imports the package
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+
+sys.meta_path.insert(0, StopWhileThePackageImports())
+"""
+
+
+def test_a_signal_while_the_snakefile_imports_the_package_is_one_line(tmp_path):
+    ws = make_workspace(tmp_path, "ws", fast=False)
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(STOP_WHILE_THE_PACKAGE_IMPORTS)
+    environ = env(ws)
+    environ["PYTHONPATH"] = f"{tmp_path / 'site'}{os.pathsep}{environ['PYTHONPATH']}"
+    done = subprocess.run(["snakemake", "-n"], cwd=ws, env=environ, capture_output=True, text=True, timeout=300)
+    assert "Traceback" not in done.stderr and done.returncode != 0, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "error: stopped by SIGINT before any job started", done.stderr
+
+
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory) -> Path:
     """A tiny workspace (synthetic data) where Snakemake ran preprocess."""

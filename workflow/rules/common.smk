@@ -1,5 +1,11 @@
 # What the rules read: the pipeline's jobs, marked current or stale by content as the Snakefile is read
 # (src/mnist_jax_pipeline/orchestration/snakefile.py), and the values the generated rules name.
+import signal
+
+from mnist_jax_pipeline.foundation import stops
+
+for signum in (signal.SIGINT, signal.SIGHUP):  # a stop while the package imports is kept: Stopper() says it
+    signal.signal(signum, stops.keep)
 from mnist_jax_pipeline.orchestration.snakefile import Pipeline, Stopper
 
 STOPPER = Stopper()  # Ctrl-C or a closed terminal from here on stops the run cleanly

@@ -24,6 +24,7 @@ import yaml
 from ..artefacts import atomic
 from ..config import sweeps
 from ..config.params import load, validate
+from ..foundation import stops
 from ..foundation.console import job_label
 from ..foundation.errors import PipelineError
 from ..foundation.variants import names
@@ -46,6 +47,8 @@ class Stopper:
         self.signals: list[int] = []
         for signum in (signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, self)
+        if stops.RECEIVED:  # kept while the package imported (common.smk)
+            raise SystemExit(f"error: stopped by {signal.Signals(stops.RECEIVED[0]).name} before any job started")
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
         name = signal.Signals(signum).name

@@ -106,6 +106,15 @@ def test_an_output_there_without_a_record_and_an_unlisted_variant(tmp_path: Path
     assert line(lines, "fix") == "list 'nojit' in params.yaml's variants (no tool runs 'train@nojit' until then)"
 
 
+def test_a_path_under_a_sweep_there_is_no_file_for_is_not_an_output(tmp_path: Path, capsys, monkeypatch) -> None:
+    write_params(tmp_path / "params.yaml", tiny_params_dict(variants=["jit"]))
+    lines = explained(tmp_path, "sweeps/nope/base/models/jit.safetensors", capsys, monkeypatch, status=1)
+    assert lines == [
+        "error: sweeps/nope/base/models/jit.safetensors: not an output of any stage;"
+        " no sweep file sweeps/nope.yaml gives it"
+    ]
+
+
 def test_digests_are_shortened() -> None:
     assert short("ab" * 32) == "abababab"
     assert short("symlink:" + "cd" * 32) == "symlink:cdcdcdcd"
@@ -287,6 +296,10 @@ def test_a_sweep_point_is_current_only_while_its_sweep_file_gives_it(tiny_tree, 
     assert line(lines, "current") == f"no: sweeps/tiny.yaml does not list the point '{point}'"
     assert line(lines, "fix") == f"list the point in sweeps/tiny.yaml, or delete sweeps/tiny/{point}"
     sweep.write_text("variant: jit\npoints:\n  - train.step_size: 0.2\n")
+    other = explained(ws, model.replace("jit.safetensors", "nojit.safetensors"), capsys, monkeypatch)
+    assert (
+        line(other, "fix") == "set 'variant: nojit' in sweeps/tiny.yaml (no tool runs 'train@nojit' for it until then)"
+    )
     epochs = yaml.safe_load((ws / "params.yaml").read_text())["train"]["epochs"]
     with kept(ws / "params.yaml"):
         set_params(ws, **{"train.epochs": epochs + 1})  # every point's base: the point keeps its name, not its values

@@ -145,6 +145,8 @@ def unlisted(job: Job, checker: Checker) -> str | None:
     """The fix when the job's variant is not among the parameters' variants (no tool runs it), else None."""
     if job.variant is None or job.variant in checker.params.variants:
         return None
+    if job.root != Path("."):  # a sweep file names one variant
+        return f"set 'variant: {job.variant}' in {checker.params_path} (no tool runs '{job.name}' for it until then)"
     return f"list '{job.variant}' in {checker.params_path}'s variants (no tool runs '{job.name}' until then)"
 
 
@@ -158,7 +160,7 @@ def current_lines(job: Job, checker: Checker, gone: str | None = None) -> list[s
     culprit = job if listing else next((j for j in [job, *checker.ancestors(job)] if checker.problems(j)), None)
     if culprit is None:
         return [_label("current") + "yes"]
-    found = [f"'{job.variant}' is not among {checker.params_path}'s variants"] if listing else checker.problems(culprit)
+    found = [f"'{job.variant}' is not a variant {checker.params_path} trains"] if listing else checker.problems(culprit)
     where = "" if culprit == job else f"'{_name(culprit)}' upstream is not: "
     more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
     return [_label("current") + f"no: {where}{found[0]}{more}", _label("fix") + (listing or culprit.fix())]
@@ -185,6 +187,8 @@ def explain(path: str, params_path: str = "params.yaml") -> list[str]:
         hint = NO_STAGE if rel is not None else "it lies outside the project (run explain from the project root)"
         raise PipelineError(f"{path}: not an output of any stage; {hint}")
     point = job.root != Path(".")
+    if point and not job.root.exists() and not job.root.parent.with_suffix(".yaml").exists():
+        raise PipelineError(f"{path}: not an output of any stage; no sweep file {job.root.parent}.yaml gives it")
     params_file = job.root / paths.POINT_PARAMS if point else Path(params_path)
     if point and not params_file.is_file():  # the point is not written yet (the project's own: load says so)
         return not_recorded(rel, job, f"no {params_file}")

@@ -76,6 +76,18 @@ def test_a_preset_edits_the_file_a_link_names_and_keeps_its_mode(project, capsys
     assert (project / "real.yaml").stat().st_mode & 0o777 == 0o640
 
 
+def test_a_preset_that_is_a_dangling_link_or_a_folder_is_one_line(project, capsys):
+    (project / "presets" / "gone.yaml").symlink_to("nowhere.yaml")
+    (project / "presets" / "box.yaml").mkdir()
+    before = (project / "params.yaml").read_bytes()
+    for name, what in (("gone", "missing"), ("box", "is a folder, not a file")):
+        assert main(["preset", name]) == 1
+        assert capsys.readouterr().err.strip() == (
+            f"error: presets/{name}.yaml: {what}; make it a file, or choose another preset"
+        )
+    assert (project / "params.yaml").read_bytes() == before
+
+
 def test_a_read_only_params_file_is_refused_in_one_line_and_kept(project):
     (project / "params.yaml").chmod(0o444)
     before = (project / "params.yaml").read_bytes()

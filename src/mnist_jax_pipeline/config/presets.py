@@ -81,7 +81,7 @@ def main(args: argparse.Namespace) -> None:
     """`mnist-pipeline preset NAME`: merge presets/NAME.yaml over params.yaml and print what changed."""
     path = find(args.name)
     text = yaml_text(args.params)
-    before, preset = parse_yaml(text, args.params), read_yaml(path)
+    before, preset = parse_yaml(text, args.params), read_yaml(path, missing="make it a file, or choose another preset")
     for what, value in ((args.params, before), (path, preset)):
         if not isinstance(value, dict):
             raise PipelineError(f"{what}: not a mapping of sections to parameters; fix it or restore it from git")

@@ -117,6 +117,19 @@ def test_a_bad_sweep_file_is_one_line_naming_it(tmp_path, spec, message):
     assert str(err.value).startswith(str(tmp_path / "bad.yaml")) and "\n" not in str(err.value)
 
 
+def test_two_points_that_give_the_same_parameters_are_refused(tmp_path):
+    """`{}` is params.yaml's values: a point that sets a key to the value it has there is the same point."""
+    params = Path(__file__).resolve().parents[1] / "params.yaml"
+    epochs = yaml.safe_load(params.read_text())["train"]["epochs"]
+    (tmp_path / "same.yaml").write_text(yaml.safe_dump({"points": [{}, {"train.epochs": epochs}]}))
+    with pytest.raises(PipelineError) as err:
+        load(tmp_path / "same.yaml", params)
+    assert str(err.value) == (
+        f"{tmp_path / 'same.yaml'}: points 'base' and 'epochs={epochs}' give the same parameters (with {params}'s"
+        " values); list one of them"
+    )
+
+
 @pytest.mark.parametrize(
     ("name", "message"),
     [

@@ -140,7 +140,8 @@ def load(path: str | Path, params_path: str | Path = DEFAULT_PARAMS) -> Sweep:
     base = read_yaml(params_path)
     validate(base, str(params_path))
     grid = [dict(zip(spec.grid, values, strict=True)) for values in itertools.product(*spec.grid.values())]
-    points = []
+    points: list[Point] = []
+    named: dict[str, str] = {}  # each point's parameters, as JSON: its name
     for changes in [*(grid if spec.grid else []), *spec.points]:
         for key, value in changes.items():
             if "." not in key and isinstance(value, dict):
@@ -158,6 +159,12 @@ def load(path: str | Path, params_path: str | Path = DEFAULT_PARAMS) -> Sweep:
         values = validate(changed, f"{path}, point {point_name(changes)}").to_dict()
         canonical = {key: functools.reduce(operator.getitem, key.split("."), values) for key in sorted(changes)}
         points.append(Point(point_name(canonical), canonical))
+        same = named.setdefault(json.dumps(values, sort_keys=True), points[-1].name)
+        if same != points[-1].name:
+            raise PipelineError(
+                f"{path}: points '{same}' and '{points[-1].name}' give the same parameters (with {params_path}'s"
+                " values); list one of them"
+            )
     duplicate = next((name for name, count in Counter(p.name for p in points).items() if count > 1), None)
     if duplicate:
         raise PipelineError(f"{path}: point '{duplicate}' is listed twice (the same values); list each point once")

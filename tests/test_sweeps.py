@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -235,6 +236,40 @@ def test_every_run_of_a_large_sweep_has_its_own_look():
     from mnist_jax_pipeline.comparison.compare import look
 
     assert len({(to_hex(look(i)["color"]), look(i)["marker"]) for i in range(40)}) == 40
+
+
+def test_a_base_changed_since_the_points_were_made_queues_nothing(tmp_path, monkeypatch, capsys):
+    """A point's name leaves out the base: after an uncommitted edit of params.yaml, the experiment of that name
+    holds the old base, so sweep-queue asks for the commit that starts the points afresh."""
+    from mnist_jax_pipeline.cli import main
+    from mnist_jax_pipeline.config import sweeps
+
+    bin_dir, log = tmp_path / "bin", tmp_path / "dvc-calls.log"
+    bin_dir.mkdir()
+    names = " ".join(f"tiny-{point}" for point in POINTS)
+    (bin_dir / "dvc").write_text(f"""#!/bin/sh
+case "$1 $2" in
+  "status --json") echo '{{}}' ;;
+  "exp list") echo "{names}" ;;
+  *) echo "$@" >> {log} ;;
+esac
+""")
+    (bin_dir / "dvc").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setattr(sweeps, "_in_queue", dict)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(SWEEP))
+    shutil.copy(Path(__file__).resolve().parents[1] / "params.yaml", tmp_path / "params.yaml")
+    for command in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "0"]):
+        sh(tmp_path, "git", *command)
+    assert main(["sweep-queue", "--file", "tiny.yaml"]) == 0  # committed: the experiments are of this base
+    assert capsys.readouterr().err.count("already an experiment of this commit; not queued again") == len(POINTS)
+    params = tmp_path / "params.yaml"
+    params.write_text(params.read_text().replace("seed: 0 ", "seed: 1 ", 1))
+    assert main(["sweep-queue", "--file", "tiny.yaml"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: params.yaml: changed since the last commit"), err
+    assert not log.exists()  # no `dvc exp run --queue`
 
 
 def test_a_failed_exp_list_queues_nothing(tmp_path, monkeypatch, capsys):

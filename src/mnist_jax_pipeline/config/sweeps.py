@@ -247,6 +247,13 @@ def queue(args: argparse.Namespace) -> None:
         )
     taken = {name: f"already {state}" for name, state in _in_queue().items()}
     taken |= {name: "already an experiment of this commit" for name in listed.stdout.split()}
+    made = sum(f"{sweep.name}-{point.name}" in taken for point in sweep.points)
+    if made and _run("git", "diff", "--quiet", "HEAD", "--", str(args.params)).returncode == 1:
+        raise PipelineError(
+            f"{args.params}: changed since the last commit, and {made} of the points were queued or made before the"
+            f" change under the names they would take; commit it first (git commit {args.params}), then run"
+            " sweep-queue again"
+        )
     queued = 0
     for point, command in zip(sweep.points, dvc_commands(sweep), strict=True):
         name = f"{sweep.name}-{point.name}"

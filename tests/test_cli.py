@@ -1,6 +1,7 @@
 """The CLI's contract: one-line errors naming the file or key, non-zero exit, no traceback unless --verbose."""
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -191,6 +192,14 @@ commands.COMMANDS["show"] = Loud("config.params", "prints 2 MB")
 sys.argv = ["mnist-pipeline", sys.argv[1]]
 cli.entry()
 """
+
+
+def test_a_closed_standard_output_is_no_error(tmp_path):
+    write_params(tmp_path, lambda text: text)
+    done = subprocess.run(
+        ["sh", "-c", f'exec {shlex.quote(sys.executable)} -c "$0" check >&-', LOUD], cwd=tmp_path, capture_output=True
+    )
+    assert done.returncode == 0 and done.stderr == b"", done.stderr
 
 
 @pytest.mark.parametrize("command", ["check", "show"])

@@ -97,7 +97,7 @@ def stdout_gone() -> bool:
         gone = any(event & select.POLLERR for _, event in poller.poll(0))
     except BrokenPipeError:
         gone = True
-    except (OSError, ValueError):  # no standard output to look at
+    except (AttributeError, OSError, ValueError):  # no standard output to look at (closed: None)
         return False
     if gone:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -17,6 +17,7 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/profile.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/sweep.smk"
+include: "workflow/rules/sweep_common.smk"
 
 
 onstart:

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
+from mnist_jax_pipeline.foundation import paths
 from mnist_jax_pipeline.orchestration import dvc_lock, generate, run, snakefile, stage_table
 from mnist_jax_pipeline.orchestration.jobs import all_jobs
 from mnist_jax_pipeline.orchestration.snakefile import Pipeline
@@ -292,6 +293,16 @@ def test_a_sweep_points_rules(monkeypatch):
     assert '"sweeps/{sweep}/{point}/provenance/train_{variant}.json"' in rule  # its own point's train
     assert '"provenance/preprocess.json"' in rule  # the shared preprocess
     assert "POINT_LOCK" in rule and "--root sweeps/{wildcards.sweep}/{wildcards.point:q}" in rule
+
+
+def test_the_hand_written_sweep_rules_name_the_tables_paths():
+    rules = (ROOT / "workflow/rules/sweep_common.smk").read_text()
+    point = "sweeps/{sweep}/{point}"
+    assert f'"{generate.MARKERS}/{point}/params",' in rules
+    assert f'update("{point}/{paths.POINT_PARAMS}"),' in rules
+    for name in (paths.COMPARE_HTML, paths.COMPARE_CSV):
+        assert f'"sweeps/{{sweep}}/{name}",' in rules
+    assert 'include: "workflow/rules/sweep_common.smk"' in (ROOT / "Snakefile").read_text()
 
 
 def test_a_run_with_nothing_to_run_brings_dvc_lock_up_to_date_once(project, monkeypatch):

@@ -2,7 +2,6 @@
 
 import argparse
 import os
-import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -45,6 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     console.configure(label, args.verbose)
     with run.Outcome(label, args.verbose) as outcome, run.stage(args, COMMANDS[args.command]) as function:
         function(args)
+        print(end="", flush=True)  # here, so that a reader that went away (`| head`) is seen by the command
     return outcome.status
 
 
@@ -52,8 +52,6 @@ def entry() -> None:
     """The console script: after a stop it exits at once, without waiting for library threads that would
     write again."""
     status = main()
-    if console.stdout_gone():
-        status = 128 + signal.SIGPIPE
     if status > 128:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -1,31 +1,6 @@
 # Written by `mnist-pipeline generate` from src/mnist_jax_pipeline/orchestration/stage_table.py: edit the table.
 
 
-rule sweep_point:
-    input:
-        ".snakemake/provenance/sweeps/{sweep}/{point}/params",
-    output:
-        update("sweeps/{sweep}/{point}/params.yaml"),
-    log:
-        "logs/sweeps/{sweep}/{point}/params.log",
-    shell:
-        "MNIST_PIPELINE_LOG={log:q} mnist-pipeline sweep-point"
-        " --sweep {wildcards.sweep:q} --point {wildcards.point:q}"
-
-
-rule sweep_compare:
-    input:
-        sweep_files,
-        sweep="sweeps/{sweep}.yaml",
-    output:
-        "sweeps/{sweep}/compare.html",
-        "sweeps/{sweep}/results.csv",
-    log:
-        "logs/sweeps/{sweep}/compare.log",
-    shell:
-        "MNIST_PIPELINE_LOG={log:q} mnist-pipeline compare --sweep {wildcards.sweep:q}"
-
-
 rule sweep_train:
     input:
         ".snakemake/provenance/sweeps/{sweep}/{point}/train_{variant}.json",

@@ -61,11 +61,10 @@ def render(text: str, edits: dict[Key, Any]) -> str:
     from ruamel.yaml import YAML
     from ruamel.yaml.util import load_yaml_guess_indent
 
-    yaml = YAML()  # round trip, in the file's indentation, a long line left whole
-    _, indent, offset = load_yaml_guess_indent(text.replace("\r\n", "\n"))
+    document, indent, offset = load_yaml_guess_indent(text.replace("\r\n", "\n"))  # round trip, comments kept
+    yaml = YAML()  # written in the file's indentation, a long line left whole
     yaml.indent(mapping=indent, sequence=indent, offset=offset)
     yaml.width = 4096
-    document = yaml.load(text.replace("\r\n", "\n"))
     for (*parents, last), value in edits.items():
         node = functools.reduce(lambda parent, part: parent.setdefault(part, {}), parents, document)
         if isinstance(node.get(last), list) and isinstance(value, list):

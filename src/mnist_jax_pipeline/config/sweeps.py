@@ -12,7 +12,6 @@ import operator
 import re
 import subprocess
 import sys
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -111,8 +110,7 @@ def _read_spec(path: Path) -> SweepFile:
     if not SWEEP_NAME.fullmatch(path.stem):
         raise PipelineError(
             f"{path}: '{path.stem}' cannot name a sweep (a folder and a DVC experiment);"
-            " rename the file with letters, digits, '.', '_' and '-' only, with no '..' and not ending in '.',"
-            " '.lock' or '.yaml'"
+            " rename the file with letters, digits, '.', '_' and '-' (no '..'; no '.', '.lock' or '.yaml' at the end)"
         )
     raw = read_yaml(path, missing="name a sweep that exists (the files sweeps/NAME.yaml)")
     if not isinstance(raw, dict):
@@ -160,14 +158,8 @@ def load(path: str | Path, params_path: str | Path = DEFAULT_PARAMS) -> Sweep:
         canonical = {key: functools.reduce(operator.getitem, key.split("."), values) for key in sorted(changes)}
         points.append(Point(point_name(canonical), canonical))
         same = named.setdefault(json.dumps(values, sort_keys=True), points[-1].name)
-        if same != points[-1].name:
-            raise PipelineError(
-                f"{path}: points '{same}' and '{points[-1].name}' give the same parameters (with {params_path}'s"
-                " values); list one of them"
-            )
-    duplicate = next((name for name, count in Counter(p.name for p in points).items() if count > 1), None)
-    if duplicate:
-        raise PipelineError(f"{path}: point '{duplicate}' is listed twice (the same values); list each point once")
+        if len(named) < len(points):
+            raise PipelineError(f"{path}: points '{same}' and '{points[-1].name}' give the same parameters; list one")
     if not points:
         raise PipelineError(f"{path}: no point; give a grid or points")
     return Sweep(path.stem, spec.variant, tuple(points), base)
@@ -250,9 +242,8 @@ def queue(args: argparse.Namespace) -> None:
     made = sum(f"{sweep.name}-{point.name}" in taken for point in sweep.points)
     if made and _run("git", "diff", "--quiet", "HEAD", "--", str(args.params)).returncode == 1:
         raise PipelineError(
-            f"{args.params}: changed since the last commit, and {made} of the points were queued or made before the"
-            f" change under the names they would take; commit it first (git commit {args.params}), then run"
-            " sweep-queue again"
+            f"{args.params}: changed since the last commit, and {made} point(s) were made or queued before;"
+            f" commit it first (git commit {args.params}), then run sweep-queue again"
         )
     queued = 0
     for point, command in zip(sweep.points, dvc_commands(sweep), strict=True):

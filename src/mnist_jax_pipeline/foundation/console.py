@@ -7,7 +7,6 @@ file too, and the details (the profile's op table, say) go there only.
 import contextlib
 import logging
 import os
-import select
 import sys
 from pathlib import Path
 
@@ -85,20 +84,3 @@ def say(line: str) -> None:
         if path := log_file():
             with path.open("a", encoding="utf-8") as log:
                 log.write(line + "\n")
-
-
-def stdout_gone() -> bool:
-    """Whether standard output's reader has gone (`| head`); then what is left goes to /dev/null, quietly, as
-    with a command that SIGPIPE ends."""
-    try:
-        sys.stdout.flush()
-        poller = select.poll()  # a pipe whose reader has gone polls as an error
-        poller.register(sys.stdout.fileno(), select.POLLOUT)
-        gone = any(event & select.POLLERR for _, event in poller.poll(0))
-    except BrokenPipeError:
-        gone = True
-    except (AttributeError, OSError, ValueError):  # no standard output to look at (closed: None)
-        return False
-    if gone:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return gone

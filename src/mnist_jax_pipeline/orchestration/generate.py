@@ -183,32 +183,6 @@ def _point_rule(stage: Stage) -> list[str]:
     return lines + ["    shell:", f'        POINT_LOCK + "MNIST_PIPELINE_LOG={{log:q}} {command}"']
 
 
-SWEEP_RULES = f"""rule sweep_point:
-    input:
-        "{MARKERS}/{POINT}/params",
-    output:
-        update("{POINT}/{paths.POINT_PARAMS}"),
-    log:
-        "logs/{POINT}/params.log",
-    shell:
-        "MNIST_PIPELINE_LOG={{log:q}} mnist-pipeline sweep-point"
-        " --sweep {{wildcards.sweep:q}} --point {{wildcards.point:q}}"
-
-
-rule sweep_compare:
-    input:
-        sweep_files,
-        sweep="sweeps/{{sweep}}.yaml",
-    output:
-        "sweeps/{{sweep}}/{paths.COMPARE_HTML}",
-        "sweeps/{{sweep}}/{paths.COMPARE_CSV}",
-    log:
-        "logs/sweeps/{{sweep}}/compare.log",
-    shell:
-        "MNIST_PIPELINE_LOG={{log:q}} mnist-pipeline compare --sweep {{wildcards.sweep:q}}"
-"""
-
-
 def _formatted(text: str) -> str:
     """`text` as snakefmt formats it, as the test command checks every Snakemake file."""
     tool = shutil.which("snakefmt") or str(Path(sys.executable).parent / "snakefmt")
@@ -225,7 +199,7 @@ def _formatted(text: str) -> str:
 def rule_file(name: str) -> str:
     """The text of workflow/rules/<name>.smk."""
     if name == "sweep":
-        rules = [SWEEP_RULES, *("\n".join(_point_rule(get(stage))) for stage in POINT_STAGES)]
+        rules = ["\n".join(_point_rule(get(stage))) for stage in POINT_STAGES]
     else:
         rules = ["\n".join(_rule(get(stage))) for stage in RULE_FILES[name]]
     return _formatted(HEADER + "\n\n" + "\n\n\n".join(rules) + "\n")

@@ -120,7 +120,8 @@ class Outcome:
                 f"error: {self.label} stopped by {signum.name}; its temporary files were removed, nothing half-written"
             )
             self.status = 128 + signum
-        elif isinstance(err, BrokenPipeError) and console.stdout_gone():
+        elif isinstance(err, BrokenPipeError):  # standard output's reader went (`| head`): quiet, as on SIGPIPE
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             atomic.discard_temps()
             self.status = 128 + signal.SIGPIPE
         elif err is not None:

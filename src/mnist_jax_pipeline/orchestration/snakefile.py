@@ -44,11 +44,10 @@ class Stopper:
     let go), without its tracebacks."""
 
     def __init__(self) -> None:
-        self.signals: list[int] = []
+        self.signals: list[int] = list(stops.RECEIVED)  # kept while the package imported (common.smk)
         for signum in (signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, self)
-        if stops.RECEIVED:  # kept while the package imported (common.smk)
-            raise SystemExit(f"error: stopped by {signal.Signals(stops.RECEIVED[0]).name} before any job started")
+        self.stopped_before_start()
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
         name = signal.Signals(signum).name

@@ -24,13 +24,15 @@ from mnist_jax_pipeline.orchestration.snakefile import Pipeline
 # --- Ctrl-C ---
 
 
-def test_a_signal_while_snakemake_parses_stops_at_once(monkeypatch):
+def test_a_signal_while_snakemake_parses_stops_at_once(monkeypatch, capsys):
     monkeypatch.setattr(signal, "getsignal", lambda signum: signal.SIG_DFL)  # no scheduler yet
-    with pytest.raises(SystemExit, match="error: stopped by SIGINT before any job started"):
+    with pytest.raises(SystemExit) as stopped:
         snakefile.Stopper()(signal.SIGINT, None)
+    assert stopped.value.code == 130, "a stop exits as SIGINT's 128 + 2"
+    assert capsys.readouterr().err == "error: stopped by SIGINT before any job started\n"
 
 
-def test_a_signal_while_the_dag_is_built_stops_before_the_first_job(monkeypatch):
+def test_a_signal_while_the_dag_is_built_stops_before_the_first_job(monkeypatch, capsys):
     monkeypatch.setattr(signal, "getsignal", lambda signum: signal.SIG_DFL)
     stopper = snakefile.Stopper()
 
@@ -39,8 +41,9 @@ def test_a_signal_while_the_dag_is_built_stops_before_the_first_job(monkeypatch)
 
     asyncio.run(in_the_event_loop())
     assert stopper.signals == [signal.SIGINT]
-    with pytest.raises(SystemExit, match="error: stopped by SIGINT before any job started"):
+    with pytest.raises(SystemExit) as stopped:
         stopper.stopped_before_start()
+    assert stopped.value.code == 130 and "stopped by SIGINT before any job started" in capsys.readouterr().err
 
 
 def test_a_signal_while_jobs_run_asks_the_scheduler_to_stop_once(monkeypatch, capsys):

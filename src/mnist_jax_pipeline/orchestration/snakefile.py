@@ -62,12 +62,15 @@ class Stopper:
         try:
             asyncio.get_running_loop()
         except RuntimeError:  # parsing: stop now
-            raise SystemExit(f"error: stopped by {name} before any job started") from None
+            self.signals.append(signum)
+            self.stopped_before_start()
         self.signals.append(signum)  # building the DAG: stop before the first job
 
     def stopped_before_start(self) -> None:
+        """Exit as a stopped command does (128 + the signal's number), after one line."""
         if self.signals:
-            raise SystemExit(f"error: stopped by {signal.Signals(self.signals[0]).name} before any job started")
+            print(f"error: stopped by {signal.Signals(self.signals[0]).name} before any job started", file=sys.stderr)
+            raise SystemExit(128 + self.signals[0])
 
 
 def marker(job: Job) -> Path:

@@ -50,21 +50,18 @@ class Stopper:
         self.stopped_before_start()
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
-        name = signal.Signals(signum).name
         graceful = signal.getsignal(signal.SIGTERM)  # the scheduler's, once it runs jobs
-        if callable(graceful):
-            if not self.signals:
-                print(f"{name}: stopping; the running jobs stop and clean up, no new job starts", file=sys.stderr)
-            self.signals.append(signum)
-            # from a thread: the handler takes a lock the interrupted code may hold
+        if callable(graceful) and not self.signals:
+            name = signal.Signals(signum).name
+            print(f"{name}: stopping; the running jobs stop and clean up, no new job starts", file=sys.stderr)
+        self.signals.append(signum)  # while the DAG is built: said before the first job
+        if callable(graceful):  # from a thread: the handler takes a lock the interrupted code may hold
             threading.Thread(target=graceful, args=(signal.SIGTERM, None), daemon=True).start()
             return
         try:
             asyncio.get_running_loop()
         except RuntimeError:  # parsing: stop now
-            self.signals.append(signum)
             self.stopped_before_start()
-        self.signals.append(signum)  # building the DAG: stop before the first job
 
     def stopped_before_start(self) -> None:
         """Exit as a stopped command does (128 + the signal's number), after one line."""

@@ -96,3 +96,16 @@ def test_the_parameter_table_lists_every_key():
     rows = [line for line in prose(ROOT / "docs" / "parameters.md").splitlines() if line.startswith("| `")]
     listed = {key for row in rows for key in re.findall(r"`([\w.]+)`", row.split("|")[1])}
     assert leaf_keys(Params) - listed == set()
+
+
+def test_the_path_to_a_training_step_is_as_long_as_the_architecture_page_says():
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    files, lines = re.search(r"That path is (\d+) files and ([\d,]+) lines", page).groups()
+    command = re.search(r"```bash\n(wc -l .*?)\n```", page, re.S).group(1).replace("\\\n", " ")
+    counted: list[Path] = []
+    for word in command.split()[2:]:
+        if match := re.fullmatch(r"(.*)\{(.*)\}(.*)", word):  # a {a,b} brace list
+            word = " ".join(match[1] + part + match[3] for part in match[2].split(","))
+        counted += [p for name in word.split() for p in sorted(ROOT.glob(name))]
+    assert len(counted) == int(files), counted
+    assert sum(len(p.read_text(encoding="utf-8").splitlines()) for p in counted) == int(lines.replace(",", ""))

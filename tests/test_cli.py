@@ -5,6 +5,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -170,6 +171,25 @@ getattr(importlib.import_module(script.module), script.attr)()
 """
 
 
+def test_a_signal_ignored_as_the_command_starts_stays_ignored(tmp_path):
+    """`nohup mnist-pipeline check`: SIGHUPs, sent all the while, neither stop the command nor lose its record."""
+    write_params(tmp_path, lambda text: text)
+    process = subprocess.Popen(
+        [sys.executable, "-c", "from mnist_jax_pipeline import entry; entry()", "check"],
+        cwd=tmp_path,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),
+    )
+    hangups = 0
+    while process.poll() is None:
+        process.send_signal(signal.SIGHUP)
+        hangups += 1
+        time.sleep(0.02)
+    assert process.returncode == 0 and hangups > 10, (process.returncode, hangups, process.stderr.read())
+    assert (tmp_path / "provenance" / "check.json").is_file()
+
+
 @pytest.mark.parametrize("argv", [["explain", "a\nb"], ["preset", "a\r\nb"], ["compare", "--sweep", "a\nb"]])
 def test_an_error_naming_a_line_break_is_still_one_line(tmp_path, monkeypatch, capsys, argv):
     monkeypatch.chdir(tmp_path)
@@ -181,6 +201,7 @@ def test_an_error_naming_a_line_break_is_still_one_line(tmp_path, monkeypatch, c
 
 LOUD = """
 import sys
+import time
 from mnist_jax_pipeline import cli
 from mnist_jax_pipeline.orchestration import commands
 

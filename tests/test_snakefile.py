@@ -60,11 +60,15 @@ def test_a_signal_while_jobs_run_asks_the_scheduler_to_stop_once(monkeypatch, ca
     snakefile.Stopper().stopped_before_start()  # none received: no stop
 
 
-def test_the_stopper_handles_ctrl_c_and_a_closed_terminal():
+@pytest.mark.parametrize("nohup", [False, True])
+def test_the_stopper_handles_ctrl_c_and_a_closed_terminal_unless_it_is_ignored(nohup):
+    """`nohup snakemake ...` starts with SIGHUP ignored: a closed terminal must not stop the run."""
     before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGHUP)}
     try:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN if nohup else signal.SIG_DFL)
         stopper = snakefile.Stopper()
-        assert all(signal.getsignal(signum) is stopper for signum in before)
+        assert signal.getsignal(signal.SIGINT) is stopper
+        assert signal.getsignal(signal.SIGHUP) is (signal.SIG_IGN if nohup else stopper)
     finally:
         for signum, handler in before.items():
             signal.signal(signum, handler)

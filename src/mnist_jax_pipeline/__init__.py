@@ -5,12 +5,9 @@ __version__ = "0.1.0"
 
 def entry() -> None:
     """The console script: a stop that comes while the command's modules import is kept for the command."""
-    import signal
+    from .foundation.stops import handle, keep
 
-    from .foundation.stops import SIGNALS, keep
-
-    for signum in SIGNALS:
-        signal.signal(signum, keep)
+    handle(keep)
     from .cli import entry as run
 
     run()

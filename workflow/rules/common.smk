@@ -4,8 +4,7 @@ import signal
 
 from mnist_jax_pipeline.foundation import stops
 
-for signum in (signal.SIGINT, signal.SIGHUP):  # a stop while the package imports is kept: Stopper() says it
-    signal.signal(signum, stops.keep)
+stops.handle(stops.keep, (signal.SIGINT, signal.SIGHUP))  # a stop while the package imports is kept: Stopper() says it
 from mnist_jax_pipeline.orchestration.snakefile import Pipeline, Stopper
 
 STOPPER = Stopper()  # Ctrl-C or a closed terminal from here on stops the run cleanly

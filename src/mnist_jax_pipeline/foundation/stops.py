@@ -5,7 +5,8 @@ import contextlib
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 RECEIVED: list[int] = []  # the stop signals the command received: a library may drop or replace the exception
@@ -28,6 +29,11 @@ def raise_stopped(signum: int, frame: object) -> None:
     # Python drops an exception raised in a garbage-collection callback (JAX has one): the signal comes again
     threading.Timer(1.0, os.kill, (os.getpid(), signum)).start()
     raise Stopped(signum)
+
+
+def handle(handler: Callable[[int, Any], None], signals: tuple[int, ...] = SIGNALS) -> dict[int, Any]:
+    """Set `handler` for `signals`, but one ignored (`nohup`'s SIGHUP) stays ignored; the handlers it replaced."""
+    return {s: signal.signal(s, handler) for s in signals if signal.getsignal(s) is not signal.SIG_IGN}
 
 
 def keep(signum: int, frame: object) -> None:

@@ -25,7 +25,7 @@ from ..config.params import load
 from ..foundation import console, paths
 from ..foundation.errors import PipelineError, clip
 from ..foundation.numerics import set_numerics
-from ..foundation.stops import RECEIVED, SIGNALS, Stopped, raise_stopped
+from ..foundation.stops import RECEIVED, SIGNALS, Stopped, handle, raise_stopped
 from . import stage_table
 from .commands import Command
 from .jobs import Job, Recorder
@@ -100,7 +100,7 @@ class Outcome:
                 if isinstance(stream, io.TextIOWrapper):
                     stream.reconfigure(errors="backslashreplace")
             sys.unraisablehook = lambda u: None if isinstance(u.exc_value, Stopped) else sys.__unraisablehook__(u)
-            self.previous = {sig: signal.signal(sig, raise_stopped) for sig in SIGNALS}
+            self.previous = handle(raise_stopped)
             orchestrator = os.environ.get(ORCHESTRATOR) or None
             threading.Thread(target=_stop_with_orchestrator, args=(os.getppid(), orchestrator), daemon=True).start()
             return self

@@ -45,8 +45,7 @@ class Stopper:
 
     def __init__(self) -> None:
         self.signals: list[int] = list(stops.RECEIVED)  # kept while the package imported (common.smk)
-        for signum in (signal.SIGINT, signal.SIGHUP):
-            signal.signal(signum, self)
+        stops.handle(self, (signal.SIGINT, signal.SIGHUP))
         self.stopped_before_start()
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:

@@ -136,3 +136,18 @@ def test_a_refusal_names_why(project: Path, capsys: pytest.CaptureFixture[str]) 
             f"error: --out {target}: {reason}; `mnist-pipeline compare` writes only a new path or one it made"
             " itself: choose another path"
         )
+
+
+def test_compare_refuses_a_file_it_did_not_make_at_its_default_path(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = project / "reports" / "experiments.html"
+    page.parent.mkdir()
+    page.write_text("my own notes\n")
+    assert main(["compare", "--dvc"]) == 1
+    assert "a file `mnist-pipeline compare` did not make" in capsys.readouterr().err
+    assert page.read_text() == "my own notes\n"
+    page.unlink()
+    for _ in range(2):  # its own page it writes, and then writes over
+        assert main(["compare", "--dvc"]) == 0
+    assert compare.MARKER in page.read_text()

@@ -253,7 +253,7 @@ def test_the_rules_are_the_stage_table(monkeypatch):
 
 def test_the_pipeline_names_what_the_rules_read(project):
     pipeline = Pipeline(fake_workflow(), {})
-    assert pipeline.variants == tuple(pipeline.params.variants) and pipeline.variant_pattern == "nojit|jit"
+    assert pipeline.variants == tuple(pipeline.params.variants) == ("nojit", "jit")
     assert pipeline.cache is False
     assert Pipeline(fake_workflow(workflow_settings=SimpleNamespace(cache=[])), {}).cache == "omit-software"
     key = pipeline.cache_key("preprocess")

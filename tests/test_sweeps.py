@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import write_raw
+from conftest import ROOT, write_raw
+from mnist_jax_pipeline.cli import main
 from mnist_jax_pipeline.config.sweeps import dvc_commands, load, point_name
 from mnist_jax_pipeline.foundation import paths
 from mnist_jax_pipeline.foundation.errors import PipelineError
@@ -300,3 +301,23 @@ esac
     assert len(err) == 1 and err[0].startswith("error: `dvc exp list --name-only` failed"), err
     assert "experiments ref is broken" in err[0] and "nothing was queued" in err[0]
     assert not log.exists()  # no `dvc exp run --queue`
+
+
+@pytest.mark.parametrize("name", ["step_size/", "../presets/quick", "/etc/passwd", ".hidden", "a..b"])
+def test_a_sweep_option_that_is_no_sweep_name_is_one_line(tmp_path, monkeypatch, capsys, name):
+    """`--sweep` takes a NAME of sweeps/NAME.yaml, never a path to another file."""
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    for argv in (["compare", "--sweep", name], ["sweep-point", "--sweep", name, "--point", "p"]):
+        assert main(argv) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "not a sweep's name; give the NAME of a file sweeps/NAME.yaml" in err, err
+    assert not (tmp_path / "sweeps").exists() and not (tmp_path / "reports").exists()
+
+
+def test_sweep_queue_given_a_folder_says_it_is_a_folder(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    (tmp_path / "sweeps").mkdir()
+    assert main(["sweep-queue", "--file", "sweeps"]) == 1
+    assert "sweeps: is a folder, not a file" in capsys.readouterr().err

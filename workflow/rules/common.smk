@@ -5,14 +5,15 @@ import signal
 from mnist_jax_pipeline.foundation import stops
 
 stops.handle(stops.keep, (signal.SIGINT, signal.SIGHUP))  # a stop while the package imports is kept: Stopper() says it
+from mnist_jax_pipeline.foundation.variants import names
 from mnist_jax_pipeline.orchestration.snakefile import Pipeline, Stopper
 
 STOPPER = Stopper()  # Ctrl-C or a closed terminal from here on stops the run cleanly
 PIPELINE = Pipeline(workflow, config)
 
-VARIANTS = PIPELINE.variant_pattern  # the variants params.yaml lists
 VARIANT_LIST = PIPELINE.variants
-ALL_VARIANTS = PIPELINE.all_variants  # any variant: a sweep chooses its own
+VARIANTS = "|".join(VARIANT_LIST)  # the variants params.yaml lists
+ALL_VARIANTS = "|".join(names())  # any variant: a sweep chooses its own
 CACHE = PIPELINE.cache
 POINT_LOCK = PIPELINE.point_lock
 cache_key = PIPELINE.cache_key

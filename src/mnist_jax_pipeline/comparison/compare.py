@@ -242,19 +242,19 @@ def main(args: argparse.Namespace) -> None:
     """`mnist-pipeline compare --sweep NAME` or `mnist-pipeline compare --dvc`."""
     if bool(args.sweep) == bool(args.dvc):
         raise PipelineError("compare: give either --sweep NAME or --dvc")
-    if args.out:
-        atomic.claim(args.out, option="--out", command="compare", signature=MARKER)
+    default = sweeps.named(args.sweep).with_suffix("") / paths.COMPARE_HTML if args.sweep else paths.EXPERIMENTS_HTML
+    html_path = Path(args.out or default)  # a file there that it did not make is refused, --out or not
+    atomic.claim(html_path, option="--out", command="compare", signature=MARKER)
     if args.sweep:
-        sweep = sweeps.load(sweeps.FOLDER / f"{args.sweep}.yaml", args.params)
+        sweep = sweeps.load(sweeps.named(args.sweep), args.params)
         folder, runs = sweeps.FOLDER / sweep.name, from_sweep(sweep)
-        html_path, csv_path = Path(args.out or folder / paths.COMPARE_HTML), folder / paths.COMPARE_CSV
+        csv_path = folder / paths.COMPARE_CSV
         source = f"sweeps/{sweep.name}.yaml ({sweep.variant})"
         write(runs, differing(runs), f"sweep {sweep.name}", source, html_path, csv_path, "between the points")
         log.info("wrote %s (%d points of sweep %s)", html_path, len(runs), sweep.name)
         return
     load(args.params)
     runs, keys, left_out = from_dvc()
-    html_path = Path(args.out or paths.EXPERIMENTS_HTML)
     notes = (f"Left out: {', '.join(left_out)}.",) if left_out else ()
     source = "dvc exp show: the workspace, the baseline (HEAD) and its experiments, one row per variant"
     write(runs, keys, "DVC experiments", source, html_path, None, "from the baseline (HEAD)", notes)

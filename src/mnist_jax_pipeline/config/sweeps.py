@@ -103,9 +103,16 @@ def point_name(changes: dict[str, Any]) -> str:
     return name
 
 
+def named(name: str) -> Path:
+    """The file of the sweep `--sweep NAME` names."""
+    if not SWEEP_NAME.fullmatch(name):
+        raise PipelineError(f"--sweep {clip(name)}: not a sweep's name; give the NAME of a file sweeps/NAME.yaml")
+    return FOLDER / f"{name}.yaml"
+
+
 def _read_spec(path: Path) -> SweepFile:
     """The sweep file, its name, format and grid checked (one line naming the file and the fix)."""
-    if path.suffix != ".yaml":
+    if path.suffix != ".yaml" and not path.is_dir():  # a folder: read_yaml says so
         raise PipelineError(f"{path}: a sweep file is named NAME.yaml; rename it {path.with_suffix('.yaml')}")
     if not SWEEP_NAME.fullmatch(path.stem):
         raise PipelineError(
@@ -180,7 +187,7 @@ def discover(folder: Path = FOLDER, params_path: str | Path = DEFAULT_PARAMS) ->
 
 def write_point(args: argparse.Namespace) -> None:
     """`mnist-pipeline sweep-point --sweep NAME --point POINT`: the point's params.yaml."""
-    sweep = load(FOLDER / f"{args.sweep}.yaml", args.params)
+    sweep = load(named(args.sweep), args.params)
     point = next((point for point in sweep.points if point.name == args.point), None)
     if point is None:
         listed = clip(", ".join(p.name for p in sweep.points), 200)

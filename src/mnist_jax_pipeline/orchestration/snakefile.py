@@ -27,7 +27,6 @@ from ..config.params import load, validate
 from ..foundation import stops
 from ..foundation.console import job_label
 from ..foundation.errors import PipelineError
-from ..foundation.variants import names
 from . import dvc_lock, freshness, run, stage_table
 from .jobs import Job, all_jobs
 
@@ -126,8 +125,6 @@ class Pipeline:
             raise SystemExit(f"error: {err}") from None
         self.workflow = workflow
         self.variants = tuple(self.params.variants)
-        self.variant_pattern = "|".join(self.variants)
-        self.all_variants = "|".join(names())
         self.checker = freshness.Checker(self.params)
         self.jobs = all_jobs(self.variants)
         self.lock = dvc_lock.RepositoryLock()

@@ -128,6 +128,8 @@ def test_a_refusal_names_why(project: Path, capsys: pytest.CaptureFixture[str]) 
         "provenance/report.json": "inside provenance/, the provenance records",
         "README.md": "tracked by git",
         "docs/page.html": "tracked by git",
+        "metrics/evaluate/x.html": "inside metrics/evaluate/, a folder of the stages' per-variant outputs",
+        "reports/profile/jit/trace/x.html": "inside reports/profile/, a folder of the stages' per-variant outputs",
         str(theirs / "page.html"): "a file `mnist-pipeline compare` did not make",
     }
     for target, reason in expected.items():

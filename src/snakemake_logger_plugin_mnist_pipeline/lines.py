@@ -77,9 +77,7 @@ def why(reason: str, inputs: list[str] | None = None) -> str:
         # the jobs whose records are among the updated inputs
         makers = sorted({label for name in upstream if (label := record_label(name))})
         return f"after {_some(makers, shown=4)}" if makers else f"after the job that makes {upstream[0]}"
-    if missing:
-        return f"{_some(missing)} missing"
-    return f"{_some(updated)} changed" if updated else reason
+    return f"{_some(missing)} missing" if missing else f"{_some(updated)} changed" if updated else reason
 
 
 def one_line_error(text: str) -> str:

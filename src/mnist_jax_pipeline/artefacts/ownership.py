@@ -13,6 +13,7 @@ NEVER_WRITTEN = {  # folders no command writes into on a path given on its comma
     ".snakemake": "Snakemake's own files",
     paths.PROVENANCE: "the provenance records",
 }
+VARIANT_FOLDERS = {Path(a.path).parent for a in paths.ARTEFACTS if a.per_variant}  # DVC tracks report's inputs whole
 SIGNATURE_BYTES = 1 << 24  # how much of a file is searched for the signature of the command that made it
 
 
@@ -48,6 +49,8 @@ def not_ours(target: Path, command: str, signature: str, inside: str | None = No
         return "tracked by git"
     if resolved.name == paths.POINT_PARAMS:
         return "a parameters file"
+    if shared := next((f for f in VARIANT_FOLDERS if f in Path(*inner).parents), None):
+        return f"inside {shared.as_posix()}/, a folder of the stages' per-variant outputs"
     owner = owner_of(inner)
     if owner is not None and owner != command:
         return f"an output of the '{owner}' stage"

@@ -369,10 +369,20 @@ def test_an_empty_grid_list_beside_other_keys_is_refused(project):
     )  # the grid used to be dropped, the point kept
     with pytest.raises(PipelineError) as err:
         sweeps.load(project / "s.yaml", project / "params.yaml")
-    assert str(err.value) == (
-        f"{project / 's.yaml'}: grid: 'train.epochs' has no values, which leaves the grid no"
-        " combination; give it at least one value or remove it"
+    assert (
+        str(err.value)
+        == f"{project / 's.yaml'}: grid: 'train.epochs' has no values, so no point; give it one or remove it"
     )
+
+
+def test_a_sweep_of_more_points_than_are_planned_in_seconds_is_refused(project):
+    """100,000 points took Snakemake minutes and gigabytes to plan, silently: more than 1,000 are one line."""
+    keys = ("train.epochs", "train.batch_size", "train.shuffle_seed", "model.seed", "train.step_size")
+    grid = "".join(f"  {key}: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n" for key in keys)  # checked before any point
+    (project / "s.yaml").write_text(f"grid:\n{grid}")
+    with pytest.raises(PipelineError) as err:
+        sweeps.load(project / "s.yaml", project / "params.yaml")
+    assert str(err.value) == f"{project / 's.yaml'}: 100,000 points, more than the 1,000 a sweep may have; split it"
 
 
 # --- signals and kills ----------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from .params import DEFAULT_PARAMS, VariantName, read_yaml, validate
 FOLDER = Path("sweeps")
 SWEPT_SECTIONS = ("model", "train")  # download and preprocess stay shared by every point
 POINT_SECTIONS = ("data", "preprocess", *SWEPT_SECTIONS, "variants")  # what a point's train and evaluate read
+MAX_POINTS = 1_000  # each point is a folder and two jobs, which Snakemake plans before it runs one
 NAME_LIMIT = 100  # characters of a point's name (a folder, part of a DVC experiment's name)
 # a folder beside the sweep files, a Snakemake wildcard and part of a git ref (no '..', no '.lock' or '.' at the end)
 SWEEP_NAME = re.compile(r"(?!.*\.\.)(?!.*\.(lock|yaml)$)[A-Za-z0-9][A-Za-z0-9._-]*(?<!\.)")
@@ -130,10 +131,9 @@ def _read_spec(path: Path) -> SweepFile:
         raise PipelineError(f"{path}: {where}: {first['msg'].lower()}; fix the sweep file") from None
     empty = next((key for key, values in spec.grid.items() if not values), None)
     if empty is not None:  # one empty list would leave no combination: the whole grid would be dropped
-        raise PipelineError(
-            f"{path}: grid: '{clip(empty)}' has no values, which leaves the grid no combination;"
-            " give it at least one value or remove it"
-        )
+        raise PipelineError(f"{path}: grid: '{clip(empty)}' has no values, so no point; give it one or remove it")
+    if (count := functools.reduce(operator.mul, map(len, spec.grid.values()), 1) + len(spec.points)) > MAX_POINTS:
+        raise PipelineError(f"{path}: {count:,} points, more than the {MAX_POINTS:,} a sweep may have; split it")
     return spec
 
 

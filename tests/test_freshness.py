@@ -57,6 +57,18 @@ def test_a_changed_parameter_output_or_input_makes_the_job_stale(project):
     assert problems("preprocess") == ["data/processed/stats.json: changed since 'preprocess' wrote it"]
 
 
+def test_a_record_that_is_there_but_not_the_jobs_says_so(project):
+    record = project / "provenance/preprocess.json"
+    record.write_text(record.read_text().replace('"stage"', '"extra": 1, "stage"', 1))  # a key no record has
+    assert problems("preprocess") == [
+        "data/processed: not recorded as made by 'preprocess' (provenance/preprocess.json: not a record of it)"
+    ]
+    record.unlink()
+    assert problems("preprocess") == [
+        "data/processed: not recorded as made by 'preprocess' (provenance/preprocess.json: missing)"
+    ]
+
+
 def test_temporary_files_are_no_change_and_a_stray_file_is(project):
     (project / "data/processed/.tmp-x.123.y").write_bytes(b"half")
     assert problems("preprocess") == []

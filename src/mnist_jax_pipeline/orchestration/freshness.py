@@ -38,7 +38,7 @@ class Checker(Recorder):
         if stamp is None or stamp.stage != job.name:
             absent = [p for p in job.outputs() if not p.exists()]
             why = f"{absent[0]}: missing" if absent else f"{first}: not recorded as made by '{job.name}'"
-            found = [f"{why} (no provenance record {job.stamp_path})"]
+            found = [f"{why} ({job.stamp_path}: {'not a record of it' if job.stamp_path.exists() else 'missing'})"]
         else:
             now, found = self.hashes.tree(job.outputs()), []
             for name in sorted(f for f in {*stamp.outputs, *now} if now.get(f) != stamp.outputs.get(f)):

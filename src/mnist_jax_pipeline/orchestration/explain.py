@@ -194,10 +194,8 @@ def explain(path: str, params_path: str = "params.yaml") -> list[str]:
         return not_recorded(rel, job, f"no {params_file}")
     swept = point_params(job.root, params_path) if point else None  # what the point's sweep file gives it now
     gone = swept if isinstance(swept, str) else None
-    if isinstance(swept, Params):
-        checker = Checker(swept, f"{job.root.parent}.yaml")
-    else:
-        checker = Checker(load(params_file), str(params_file))
+    sweep_file = f"{job.root.parent}.yaml"
+    checker = Checker(swept, sweep_file) if isinstance(swept, Params) else Checker(load(params_file), str(params_file))
     stamp = checker.read(job)
     if stamp is None or stamp.stage != job.name:
         why = "not a record of this job" if job.stamp_path.exists() else "no such record"

@@ -198,10 +198,8 @@ def _formatted(text: str) -> str:
 
 def rule_file(name: str) -> str:
     """The text of workflow/rules/<name>.smk."""
-    if name == "sweep":
-        rules = ["\n".join(_point_rule(get(stage))) for stage in POINT_STAGES]
-    else:
-        rules = ["\n".join(_rule(get(stage))) for stage in RULE_FILES[name]]
+    rule, stages = (_point_rule, POINT_STAGES) if name == "sweep" else (_rule, RULE_FILES[name])
+    rules = ["\n".join(rule(get(stage))) for stage in stages]
     return _formatted(HEADER + "\n\n" + "\n\n\n".join(rules) + "\n")
 
 

@@ -37,6 +37,21 @@ def test_a_complete_preset_gives_its_values_and_keeps_the_comments(project, caps
     assert sorted(p.name for p in project.iterdir()) == ["params.yaml", "presets"]  # no temporary left
 
 
+def test_a_preset_piped_into_a_reader_that_goes_away_is_applied_all_the_same(project):
+    """`mnist-pipeline preset NAME | head -1`: the changes it printed are in params.yaml, whenever the reader goes."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", "from mnist_jax_pipeline import entry; entry()", "preset", "time-to-accuracy"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()
+    errors = process.stderr.read()
+    assert process.wait(timeout=120) == 141 and errors == "", errors
+    assert load("params.yaml") == load("presets/time-to-accuracy.yaml")
+
+
 def test_a_partial_preset_changes_only_its_keys(project, capsys):
     (project / "presets" / "smoke.yaml").write_text("preprocess:\n  max_train_examples: 1000\ntrain:\n  epochs: 1\n")
     before = (project / "params.yaml").read_text()

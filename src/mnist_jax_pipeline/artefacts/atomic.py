@@ -139,7 +139,8 @@ def _atomic(path: Path, folder: bool) -> Iterator[Path]:
 @contextlib.contextmanager
 def together() -> Iterator[None]:
     """Outputs written inside are put in place at the end, only if all were written: a command that fails
-    leaves every earlier output as it was. A command must not read back what it wrote inside."""
+    leaves every earlier output as it was (a reader of its output that goes away is no failure). A command must
+    not read back what it wrote inside."""
     global _PENDING
     if _PENDING is not None:  # already inside: the outer one puts them in place
         yield
@@ -151,6 +152,10 @@ def together() -> Iterator[None]:
         _PENDING = None
         while pending:
             _put(*pending.pop(0))
+    except BrokenPipeError:  # standard output's reader went (`| head`): what the command wrote stands
+        while pending:
+            _put(*pending.pop(0))
+        raise
     except BaseException:
         for tmp, _ in pending:
             _remove(tmp)

@@ -568,10 +568,14 @@ def test_a_stages_outputs_are_put_in_place_together_or_not_at_all(tmp_path):
     assert (first.read_text(), second.read_text(), (tmp_path / "folder" / "x").read_text()) == ("new", "rows", "x")
 
 
-@pytest.mark.parametrize("variable", ["MNIST_PIPELINE_LOG", "MNIST_PIPELINE_LOCK", "MNIST_PIPELINE_CACHE"])
+SETTINGS = ["MNIST_PIPELINE_LOG", "MNIST_PIPELINE_LOCK", "MNIST_PIPELINE_CACHE", "MNIST_PIPELINE_ORCHESTRATOR"]
+
+
+@pytest.mark.parametrize("variable", SETTINGS)
 def test_a_setting_that_names_a_project_file_never_changes_it(project, variable):
     """A setting pointed at params.yaml (or a file the pipeline keeps) is refused in one line or used without
-    writing into it; no setting is read as a cache of the pipeline's own."""
+    writing into it; no setting is read as a cache of the pipeline's own. The Snakemake identity a stage
+    watches is refused, not taken for a Snakemake that has gone."""
     before = (project / "params.yaml").read_bytes()
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), variable: str(project / "params.yaml")}
     done = subprocess.run(
@@ -579,6 +583,8 @@ def test_a_setting_that_names_a_project_file_never_changes_it(project, variable)
     )
     if variable == "MNIST_PIPELINE_LOG":
         assert one_line(done).startswith("error: MNIST_PIPELINE_LOG=") and "not a .log file" in done.stderr
+    elif variable == "MNIST_PIPELINE_ORCHESTRATOR":
+        assert one_line(done).startswith(f"error: {variable}=") and "not a process's pid" in done.stderr
     else:
         assert done.returncode == 0, done.stderr
     assert (project / "params.yaml").read_bytes() == before

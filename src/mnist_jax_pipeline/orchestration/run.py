@@ -6,6 +6,7 @@ import atexit
 import contextlib
 import io
 import os
+import re
 import signal
 import sys
 import threading
@@ -55,11 +56,19 @@ def _stop_with_orchestrator(parent: int, orchestrator: str | None) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
+def orchestrator() -> str | None:
+    """The identity of the Snakemake whose job this is (ORCHESTRATOR), or None; another value is refused."""
+    named = os.environ.get(ORCHESTRATOR) or None
+    if named and not re.fullmatch(r"[0-9]+ [0-9.]+", named):
+        raise PipelineError(f"{ORCHESTRATOR}={clip(named)}: not a process's pid and start time; unset it")
+    return named
+
+
 def check_not_stopped() -> None:
     """Raise a stop signal received meanwhile, or SIGTERM once the Snakemake whose job this is has gone:
     nothing is put in place after either."""
-    orchestrator = os.environ.get(ORCHESTRATOR)
-    if RECEIVED or (orchestrator and not _alive(orchestrator)):
+    named = orchestrator()
+    if RECEIVED or (named and not _alive(named)):
         raise Stopped(RECEIVED[0] if RECEIVED else signal.SIGTERM)
 
 
@@ -101,10 +110,9 @@ class Outcome:
                     stream.reconfigure(errors="backslashreplace")
             sys.unraisablehook = lambda u: None if isinstance(u.exc_value, Stopped) else sys.__unraisablehook__(u)
             self.previous = handle(raise_stopped)
-            orchestrator = os.environ.get(ORCHESTRATOR) or None
-            threading.Thread(target=_stop_with_orchestrator, args=(os.getppid(), orchestrator), daemon=True).start()
+            threading.Thread(target=_stop_with_orchestrator, args=(os.getppid(), orchestrator()), daemon=True).start()
             return self
-        except Stopped:
+        except (Stopped, PipelineError):  # a bad setting is refused by the command's first check
             return self
 
     def __exit__(self, kind: type | None, err: BaseException | None, tb: TracebackType | None) -> bool:

@@ -290,8 +290,9 @@ def write_params(path: Path, raw: dict[str, Any]) -> Path:
 def adopt(root: Path, stage: str = "download", params: Params | None = None) -> None:
     """Record what lies at a stage's outputs under `root` (the synthetic data/raw, say) as that stage's
     work, with the provenance record the stage itself would write, so that later stages accept it."""
+    from mnist_jax_pipeline.artefacts.provenance import Execution
     from mnist_jax_pipeline.config.params import load
-    from mnist_jax_pipeline.orchestration import freshness, stage_table
+    from mnist_jax_pipeline.orchestration import freshness, run, stage_table
     from mnist_jax_pipeline.orchestration.jobs import Job
 
     here = Path.cwd()
@@ -299,7 +300,9 @@ def adopt(root: Path, stage: str = "download", params: Params | None = None) -> 
     try:
         checker = freshness.Checker(params or load("params.yaml"))
         job = Job(stage_table.get(stage))
-        checker.write(job, checker.inputs(job))
+        checker.write(
+            job, checker.inputs(job), Execution(tool="mnist-pipeline", started=run.now(), ended=run.now(), checks_s=0)
+        )
     finally:
         os.chdir(here)
 

@@ -31,7 +31,7 @@ class Stamp(Record):
     inputs: dict[str, str]
     outputs: dict[str, str]
     versions: dict[str, str]  # the runtime it ran on, for the reader (the lock file is among the code)
-    run: Execution | None = None
+    run: Execution
 
 
 def file_sha256(path: Path) -> str:

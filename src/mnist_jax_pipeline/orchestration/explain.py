@@ -107,10 +107,8 @@ def input_lines(stamp: Stamp, job: Job, checker: Checker) -> list[str]:
     return lines or [_label("inputs") + "none"]
 
 
-def run_line(run: Execution | None) -> str:
+def run_line(run: Execution) -> str:
     """Which tool ran the job, when, and for how long."""
-    if run is None:
-        return _label("ran by") + "not recorded (a record from before runs were kept)"
     try:
         start, end = datetime.fromisoformat(run.started), datetime.fromisoformat(run.ended)
     except ValueError:

@@ -132,7 +132,7 @@ class Recorder:
                     f" nothing was replaced, run it again"
                 )
 
-    def write(self, job: Job, inputs: dict[str, str], execution: Execution | None = None) -> None:
+    def write(self, job: Job, inputs: dict[str, str], execution: Execution) -> None:
         """Write the job's record, once its outputs are in place."""
         stamp = Stamp(
             stage=job.name,

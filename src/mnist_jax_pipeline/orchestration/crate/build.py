@@ -55,11 +55,10 @@ def _fragment(*parts: str) -> str:
 
 def _times(jobs: list[RecordedJob]) -> dict[str, str]:
     """startTime and endTime, from the first recorded start to the last recorded end, UTC written +00:00 (the form
-    the profile checks for); none without a record."""
-    runs = [job.record.run for job in jobs if job.record.run]
-    if not runs:
+    the profile checks for); none without a job."""
+    if not jobs:
         return {}
-    start, end = min(r.started for r in runs), max(r.ended for r in runs)
+    start, end = min(job.record.run.started for job in jobs), max(job.record.run.ended for job in jobs)
     return {"startTime": start.replace("Z", "+00:00"), "endTime": end.replace("Z", "+00:00")}
 
 
@@ -285,12 +284,11 @@ class CrateBuilder:
         )
 
     def organizers(self, controls: list[Entity], run: Entity, workflow: Entity) -> list[Entity]:
-        """One OrganizeAction per tool that ran jobs (a job recorded without its `run` is under none); the jobs run
-        by hand were organized by the person, following the stage table: that is their instrument."""
+        """One OrganizeAction per tool that ran jobs; the jobs run by hand were organized by the person, following the
+        stage table: that is their instrument."""
         by_tool: dict[str, list[tuple[RecordedJob, Entity]]] = {}
         for job, control in zip(self.jobs, controls, strict=True):
-            if job.record.run:
-                by_tool.setdefault(job.record.run.tool, []).append((job, control))
+            by_tool.setdefault(job.record.run.tool, []).append((job, control))
         return [
             self._context(
                 _fragment("organize", tool),

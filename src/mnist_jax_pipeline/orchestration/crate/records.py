@@ -58,8 +58,7 @@ def untimely(times: dict[str, Any], start: str = "startTime", end: str = "endTim
 def untrue(record: Stamp) -> str | None:
     """The first thing the record states that cannot be so: a time that is not an ISO 8601 time with its zone, an
     end before its start, a file outside the project (absolute, or through '..'); None when there is nothing."""
-    run = record.run
-    found = untimely({"run.started": run.started, "run.ended": run.ended}, "run.started", "run.ended") if run else []
+    found = untimely({"run.started": record.run.started, "run.ended": record.run.ended}, "run.started", "run.ended")
     for name in sorted({*record.code, *record.inputs, *record.outputs}):
         path = PurePosixPath(name)
         if not path.parts or path.is_absolute() or ".." in path.parts or path.as_posix() != name:

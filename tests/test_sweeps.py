@@ -275,8 +275,10 @@ esac
     assert not log.exists()  # no `dvc exp run --queue`
 
 
-def test_a_failed_exp_list_queues_nothing(tmp_path, monkeypatch, capsys):
-    """Without DVC's list of experiments every point would look new: sweep-queue stops in one line instead."""
+@pytest.mark.parametrize("failing", ["exp list", "status --json"])
+def test_a_failed_dvc_command_queues_nothing_and_says_why(tmp_path, monkeypatch, capsys, failing):
+    """Without DVC's list of experiments every point would look new, and a `dvc status` that fails (a DVC
+    command holds the lock) says nothing of the shared stages: sweep-queue stops in one line with DVC's reason."""
     from mnist_jax_pipeline.cli import main
     from mnist_jax_pipeline.config import sweeps
 
@@ -284,8 +286,9 @@ def test_a_failed_exp_list_queues_nothing(tmp_path, monkeypatch, capsys):
     bin_dir.mkdir()
     (bin_dir / "dvc").write_text(f"""#!/bin/sh
 case "$1 $2" in
+  "{failing}") echo "ERROR: unexpected error - the experiments ref is broken" >&2; exit 251 ;;
   "status --json") echo '{{}}' ;;
-  "exp list") echo "ERROR: unexpected error - the experiments ref is broken" >&2; exit 251 ;;
+  "exp list") echo "" ;;
   *) echo "$@" >> {log} ;;
 esac
 """)
@@ -298,8 +301,8 @@ esac
     params = Path(__file__).resolve().parents[1] / "params.yaml"
     assert main(["--params", str(params), "sweep-queue", "--file", "tiny.yaml"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("error: `dvc exp list --name-only` failed"), err
-    assert "experiments ref is broken" in err[0] and "nothing was queued" in err[0]
+    assert len(err) == 1 and err[0].startswith(f"error: `dvc {failing}"), err
+    assert "experiments ref is broken" in err[0] and "nothing was done" in err[0]
     assert not log.exists()  # no `dvc exp run --queue`
 
 

@@ -6,7 +6,6 @@ column per parameter, dependency hash and metric (over 150 at the defaults); thi
 import argparse
 import json
 import shutil
-import subprocess
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -15,6 +14,7 @@ from pydantic import ValidationError
 from ..artefacts.evaluation import EvalHeadline
 from ..artefacts.training import TrainHeadline
 from ..config.params import DEFAULT_PARAMS, load
+from ..config.sweeps import dvc
 from ..foundation import paths
 from ..foundation.errors import PipelineError
 
@@ -112,14 +112,7 @@ def collect(listing: list[dict[str, Any]]) -> tuple[list[Row], list[str]]:
 
 def from_dvc() -> tuple[list[Row], list[str]]:
     """Run `dvc exp show --json` in the project and collect its rows."""
-    try:
-        done = subprocess.run(["dvc", "exp", "show", "--json"], capture_output=True, text=True)
-    except FileNotFoundError as err:
-        raise PipelineError("dvc: not installed; install the project with its lock: uv sync --locked") from err
-    if done.returncode != 0:  # DVC's reason is its last ERROR line; a line asking for feedback may follow
-        lines = [line for line in done.stderr.splitlines() if line.startswith("ERROR")] or done.stderr.splitlines()
-        raise PipelineError(f"dvc exp show failed: {(lines or ['no output'])[-1]}")
-    rows, left_out = collect(json.loads(done.stdout or "[]"))
+    rows, left_out = collect(json.loads(dvc("exp", "show", "--json") or "[]"))
     if not rows:
         why = f" (left out: {', '.join(left_out)})" if left_out else ""
         raise PipelineError(

@@ -221,6 +221,19 @@ def _run(*command: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, capture_output=True, text=True)
 
 
+def dvc(*args: str) -> str:
+    """What `dvc ARGS` prints; its failure is one line with DVC's reason (its last ERROR line)."""
+    try:
+        done = subprocess.run(["dvc", *args], capture_output=True, text=True)
+    except FileNotFoundError as err:
+        raise PipelineError("dvc: not installed; install the project with its lock: uv sync --locked") from err
+    if done.returncode != 0:  # a line asking for feedback may follow DVC's reason
+        lines = [line for line in done.stderr.splitlines() if line.startswith("ERROR")] or done.stderr.splitlines()
+        reason = clip((lines or [f"exit {done.returncode}"])[-1])
+        raise PipelineError(f"`dvc {' '.join(args)}` failed ({reason}), and nothing was done; fix what DVC says")
+    return done.stdout
+
+
 def queue(args: argparse.Namespace) -> None:
     """`mnist-pipeline sweep-queue --file sweeps/NAME.yaml`: queue the points as DVC experiments, once the
     shared stages are recorded in dvc.lock, so every experiment takes them from DVC's cache."""
@@ -230,22 +243,14 @@ def queue(args: argparse.Namespace) -> None:
             f"{Path.cwd()}: not in a git repository, and DVC experiments live in one; run sweep-queue"
             " in a clone of the project, or run the sweep with `snakemake --cores N sweeps`"
         )
-    done = _run("dvc", "status", "--json", "download", "preprocess")
-    if done.returncode != 0 or done.stdout.strip() not in ("{}", ""):
+    if dvc("status", "--json", "download", "preprocess").strip() not in ("{}", ""):
         raise PipelineError(
             "download and preprocess are not up to date in dvc.lock; run `dvc repro preprocess`"
             " first, so every experiment shares them instead of running them again"
         )
-    listed = _run("dvc", "exp", "list", "--name-only")
-    if listed.returncode != 0:  # without the list, every point would be queued again
-        reason = clip(listed.stderr.strip().splitlines()[-1] if listed.stderr.strip() else f"exit {listed.returncode}")
-        raise PipelineError(
-            f"`dvc exp list --name-only` failed ({reason}), so the experiments already made are"
-            " unknown and nothing was queued; fix what DVC says (run the command to see it), then"
-            " run sweep-queue again"
-        )
+    listed = dvc("exp", "list", "--name-only")  # without the list, every point would be queued again
     taken = {name: f"already {state}" for name, state in _in_queue().items()}
-    taken |= {name: "already an experiment of this commit" for name in listed.stdout.split()}
+    taken |= {name: "already an experiment of this commit" for name in listed.split()}
     made = sum(f"{sweep.name}-{point.name}" in taken for point in sweep.points)
     if made and _run("git", "diff", "--quiet", "HEAD", "--", str(args.params)).returncode == 1:
         raise PipelineError(

@@ -41,6 +41,31 @@ def test_generated_files_are_current(monkeypatch):
     assert generate.stale() == [], "run `mnist-pipeline generate` and commit the result"
 
 
+@pytest.mark.parametrize("check", [[], ["--check"]])
+def test_generate_elsewhere_than_the_project_root_is_refused(tmp_path, monkeypatch, capsys, check):
+    """From a subfolder, generate would write a second dvc.yaml there, which breaks `dvc status`."""
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["generate", *check]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"error: {tmp_path}: no Snakefile here; run generate from the project root"], err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_generate_that_fails_writes_nothing_and_says_so(tmp_path, monkeypatch, capsys):
+    """A file that cannot be made (snakefmt missing, say) leaves every generated file as it was, and no line
+    claims one was written."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "Snakefile").write_text("")
+
+    def cannot() -> str:
+        raise generate.PipelineError("snakefmt: missing")
+
+    monkeypatch.setattr(generate, "GENERATED", {Path("dvc.yaml"): lambda: "stages: {}\n", Path("b.smk"): cannot})
+    assert cli.main(["generate"]) == 1
+    assert capsys.readouterr().err.splitlines() == ["error: snakefmt: missing"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["Snakefile"]
+
+
 def test_every_artefact_is_made_by_a_stage_and_every_input_by_an_earlier_one():
     names = [stage.name for stage in stage_table.STAGES]
     assert {a.made_by for a in paths.ARTEFACTS} <= set(names)

@@ -219,6 +219,8 @@ def stale() -> list[Path]:
 
 def main(args: argparse.Namespace) -> None:
     """`mnist-pipeline generate [--check]`."""
+    if not Path("Snakefile").is_file():  # elsewhere it would write a second pipeline
+        raise PipelineError(f"{Path.cwd()}: no Snakefile here; run generate from the project root")
     if args.check:
         if outdated := stale():
             raise PipelineError(
@@ -229,4 +231,4 @@ def main(args: argparse.Namespace) -> None:
         return
     for path, make in GENERATED.items():
         write_text(path, make())
-        print(f"wrote {path}", file=sys.stderr)
+    print("wrote " + ", ".join(map(str, GENERATED)), file=sys.stderr)  # all or none, by atomic.together()

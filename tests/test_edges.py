@@ -590,6 +590,17 @@ def test_a_setting_that_names_a_project_file_never_changes_it(project, variable)
     assert (project / "params.yaml").read_bytes() == before
 
 
+def test_a_log_file_in_a_folder_that_is_not_there_is_refused_before_the_work(project):
+    """Snakemake makes a job's log folder; by hand, a log setting in no folder would fail only at the first line
+    logged, after the work."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "MNIST_PIPELINE_LOG": str(project / "gone" / "x.log")}
+    done = subprocess.run(
+        [str(BIN / "mnist-pipeline"), "check"], cwd=project, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert one_line(done).startswith("error: MNIST_PIPELINE_LOG=") and "not a .log file in a folder" in done.stderr
+    assert not (project / "gone").exists() and not (project / "provenance" / "check.json").exists()
+
+
 def test_a_stop_as_a_temporary_folder_is_made_still_has_it_removed(tmp_path, monkeypatch):
     """A stop that comes between making the temporary and listing it among the command's is raised after."""
     import tempfile

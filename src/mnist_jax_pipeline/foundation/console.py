@@ -41,11 +41,14 @@ class OneLinePluginError(logging.Filter):
 
 
 def log_file() -> Path | None:
-    """The job's log file (MNIST_PIPELINE_LOG), which must be a `.log` file; None when unset."""
-    setting = os.environ.get(LOG_ENV)
-    if setting and (not setting.endswith(".log") or (Path(setting).exists() and not Path(setting).is_file())):
-        raise PipelineError(f"{LOG_ENV}={setting}: not a .log file; unset it (the Snakemake rules set it per job)")
-    return Path(setting) if setting else None
+    """The job's log file (MNIST_PIPELINE_LOG), which must be a `.log` file in a folder; None when unset."""
+    setting = os.environ.get(LOG_ENV, "")
+    path = Path(setting)
+    if setting and (not setting.endswith(".log") or (path.exists() and not path.is_file()) or not path.parent.is_dir()):
+        raise PipelineError(
+            f"{LOG_ENV}={setting}: not a .log file in a folder; unset it (the Snakemake rules set it per job)"
+        )
+    return path if setting else None
 
 
 def _install(logger: logging.Logger, handlers: list[logging.Handler], fmt: logging.Formatter) -> None:

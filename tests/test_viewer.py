@@ -97,7 +97,7 @@ def test_a_port_outside_1_to_65535_is_one_line(tmp_path: Path, port: str):
     (paths.PROFILE.at("jit", tmp_path) / paths.TRACE_LOGDIR).mkdir(parents=True)
     done = viewer(tmp_path, "--port", port)
     assert done.returncode == 1
-    assert done.stderr.strip() == f"error: --port {port}: not a port number; give one from 1024 to 65535"
+    assert done.stderr.strip() == f"error: --port {port}: not a port number; give one from 1 to 65535, such as 8791"
 
 
 def test_a_port_in_use_says_so_and_how_to_choose_another(tmp_path: Path):

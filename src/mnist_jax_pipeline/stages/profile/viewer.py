@@ -21,7 +21,7 @@ def checked_port(text: str) -> int:
     """The --port value, a number from 1 to 65535 that HOST can listen on; else one line saying why and what to do."""
     port = int(text) if text.isdigit() else 0
     if not 1 <= port <= 65535:
-        raise PipelineError(f"--port {text}: not a port number; give one from 1024 to 65535")
+        raise PipelineError(f"--port {text}: not a port number; give one from 1 to 65535, such as 8791")
     with socket.socket() as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the web server binds its socket
         try:

@@ -168,13 +168,14 @@ def fresh_copy(parent: Path, name: str, params: Path | None = None, raw: Path | 
 # The download stage's provenance record for the data/raw that lies there, as the stage itself writes
 # it, so that the stages after it accept that folder as its work (run in the copy, with its code).
 RECORD_DOWNLOAD = """
-from mnist_jax_pipeline.orchestration import freshness, stage_table
+from mnist_jax_pipeline.artefacts.provenance import Execution
+from mnist_jax_pipeline.orchestration import freshness, run, stage_table
 from mnist_jax_pipeline.orchestration.jobs import Job
 from mnist_jax_pipeline.config.params import load
 
 checker = freshness.Checker(load("params.yaml"))
 job = Job(stage_table.get("download"))
-checker.write(job, checker.inputs(job))
+checker.write(job, checker.inputs(job), Execution(tool="mnist-pipeline", started=run.now(), ended=run.now(), checks_s=0))
 """
 
 

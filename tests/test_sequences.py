@@ -392,7 +392,8 @@ def pushed_and_pulled(ws: Path, parent: Path, name: str) -> Path:
 @pytest.mark.parametrize("change", ["drop a variant", "apply the time-to-accuracy preset"])
 def test_a_dropped_variants_files_count_for_neither_tool_in_the_checkout_or_a_fresh_clone(base, change):
     """Files a dropped variant left would count for DVC (the report's inputs are whole folders) and not for
-    Snakemake; the report stage moves them aside, so both tools agree, in the checkout and in a clone."""
+    Snakemake; the report stage moves them aside, so both tools agree, in the checkout and in a clone. One
+    brought back later makes the report stale for both tools."""
     start, parent = base
     name = "drop" if change.startswith("drop") else "preset"
     ws = copy_workspace(start, parent, name)
@@ -410,6 +411,11 @@ def test_a_dropped_variants_files_count_for_neither_tool_in_the_checkout_or_a_fr
     assert not (ws / f"reports/profile/{dropped}").exists()
     assert (ws / f".dropped-variants/{dropped}/reports/profile/{dropped}").is_dir()  # moved aside, not lost
     assert snakemake_jobs(ws) == set() and dvc_stale(ws) == set()
+    back = ws / f"metrics/train/{dropped}.json"  # brought back, as `dvc exp apply` or a checkout does
+    back.write_bytes((ws / ".dropped-variants" / dropped / back.relative_to(ws)).read_bytes())
+    assert snakemake_jobs(ws) == {"report"} and dvc_stale(ws) == {"report"}
+    sh(ws, "snakemake", "--cores", "all")
+    assert not back.exists() and snakemake_jobs(ws) == set() and dvc_stale(ws) == set()
     clone = pushed_and_pulled(ws, parent, name)
     assert snakemake_jobs(clone) == set(), "snakemake -n has work to do in the fresh clone"
     assert dvc_stale(clone) == set(), "dvc status lists stages in the fresh clone"

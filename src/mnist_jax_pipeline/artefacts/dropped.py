@@ -4,7 +4,7 @@ and a fresh clone would differ from the checkout that ran. Nothing is deleted; a
 
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Collection
 from pathlib import Path
 
 from ..foundation import paths, variants
@@ -19,14 +19,16 @@ def variant_paths(variant: str, root: Path = Path(".")) -> list[Path]:
     return [a.at(variant, root) for a in (*artefacts, *stamps)]
 
 
-def park(listed: Iterable[str], root: Path = Path(".")) -> dict[str, int]:
+def left(listed: Collection[str], root: Path = Path(".")) -> dict[str, list[Path]]:
+    """{variant: its outputs there} of the known variants `listed` leaves out, for those that left any."""
+    found = {v: [p for p in variant_paths(v, root) if p.exists() or p.is_symlink()] for v in variants.names()}
+    return {variant: paths for variant, paths in found.items() if paths and variant not in listed}
+
+
+def park(listed: Collection[str], root: Path = Path(".")) -> dict[str, int]:
     """Move every known variant's outputs that `listed` leaves out to PARKED/<variant>/; {variant: files moved}."""
-    listed = set(listed)
     moved: dict[str, int] = {}
-    for variant in [v for v in variants.names() if v not in listed]:
-        found = [p for p in variant_paths(variant, root) if p.exists() or p.is_symlink()]
-        if not found:
-            continue
+    for variant, found in left(listed, root).items():
         parked = root / PARKED / variant
         shutil.rmtree(parked, ignore_errors=True)
         moved[variant] = sum(sum(1 for _ in path.rglob("*")) if path.is_dir() else 1 for path in found)

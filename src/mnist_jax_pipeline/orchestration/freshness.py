@@ -54,6 +54,11 @@ class Checker(Recorder):
                     found.append(f"{first}: made with {differs.replace(' now', ' in ' + self.params_path)}")
             found += _changed(first, "by other code", self.code(job.stage), stamp.code)
             found += _changed(first, "from other inputs", self.inputs(job), stamp.inputs)
+            if not job.stage.per_variant and any(a.per_variant for a in job.stage.inputs):  # DVC reads folders whole
+                from ..artefacts.dropped import left
+
+                for variant, files in left(self.params.variants, job.root).items():
+                    found.append(f"{files[0]}: left by variant '{variant}', which {self.params_path} does not list")
         self._problems[job] = found
         return found
 

@@ -11,7 +11,7 @@ from ..config.params import SECTIONS
 from ..foundation import paths
 
 CORE = (
-    "cli.py artefacts/atomic.py artefacts/ownership.py artefacts/provenance.py artefacts/record.py"
+    "cli.py artefacts/atomic.py artefacts/dropped.py artefacts/ownership.py artefacts/provenance.py artefacts/record.py"
     " config/params.py config/refusals.py foundation/console.py foundation/dataset_facts.py foundation/errors.py"
     " foundation/numerics.py foundation/paths.py foundation/stops.py foundation/variants.py orchestration/commands.py"
     " orchestration/freshness.py orchestration/jobs.py orchestration/run.py orchestration/stage_table.py"
@@ -78,7 +78,7 @@ STAGES: tuple[Stage, ...] = (
     Stage(
         "report",
         SECTIONS,
-        f"{DATA} foundation/runtime.py artefacts/dropped.py artefacts/evaluation.py artefacts/profile_summary.py"
+        f"{DATA} foundation/runtime.py artefacts/evaluation.py artefacts/profile_summary.py"
         " artefacts/training.py stages/report",
         (
             paths.RAW,

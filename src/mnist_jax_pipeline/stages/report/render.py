@@ -117,7 +117,5 @@ def main(args: argparse.Namespace) -> None:
     params = load(args.params)
     dropped = park(params.variants) if Path(args.params) == Path("params.yaml") else {}  # the pipeline's own run
     for variant, count in dropped.items():
-        log.info(
-            "moved %d files of variant %s, no longer in %s, to %s/%s", count, variant, args.params, PARKED, variant
-        )
+        log.info("moved %d files of variant %s, not in %s, to %s/%s", count, variant, args.params, PARKED, variant)
     render(params, args.params)

@@ -175,7 +175,8 @@ from mnist_jax_pipeline.config.params import load
 
 checker = freshness.Checker(load("params.yaml"))
 job = Job(stage_table.get("download"))
-checker.write(job, checker.inputs(job), Execution(tool="mnist-pipeline", started=run.now(), ended=run.now(), checks_s=0))
+made = Execution(tool="mnist-pipeline", started=run.now(), ended=run.now(), checks_s=0)
+checker.write(job, checker.inputs(job), made)
 """
 
 

@@ -55,8 +55,9 @@ Without a bundle, that Python needs the project's packages and `download` the ne
 The steps, in order: the bundle's wheels into a venv; download (without a bundle),
 preprocess, train, evaluate and profile of nojit, jit and jit_scan, report; train --variant jit again;
 bench_command_buffers, bench_train --rounds 3, bench_time_to_accuracy; with --accelerator, pytest -m
-accelerator. On an NVIDIA H200 the set-up took 12 s, the stages 227 s (train nojit 161 s), jit again 10 s,
-the benchmarks 140 s. Then, here: python tools/device-import.py OUT  (its JSON into benchmarks/results/)"""
+accelerator. On an NVIDIA H200 the set-up took 4 s, the stages 186 s (train nojit 130 s), jit again 9 s,
+the benchmarks 116 s, the accelerator tier 146 s.
+Then, here: python tools/device-import.py OUT  (its JSON into benchmarks/results/)"""
 
 
 class UserError(Exception):

@@ -110,12 +110,10 @@ class Console:
     def line(self, record: logging.LogRecord) -> str | None:
         """The line a record shows, or None: the method named by its event says it (`_job_info` for JOB_INFO),
         `_message` for a record without one."""
-        event = getattr(record, "event", None)
-        if event in SILENT:
+        if (event := getattr(record, "event", None)) in SILENT:
             return None
-        shows = getattr(self, f"_{event.value if event else 'message'}", None)
-        if shows is None:  # group jobs, DAG debugging: as Snakemake writes them
-            return self.snakemakes.format(record) or None
+        if (shows := getattr(self, f"_{event.value if event else 'message'}", None)) is None:
+            return self.snakemakes.format(record) or None  # group jobs, DAG debugging: as Snakemake writes them
         text = record.getMessage() if record.msg is not None else ""
         return shows(vars(record), text, self.snakemakes.formatTime(record, "%H:%M:%S"))
 
@@ -128,8 +126,7 @@ class Console:
         return f"{self.planned} job{'s' if self.planned != 1 else ''} to run: {listed}" if counts else None
 
     def _job_info(self, extra: dict[str, Any], text: str, at: str) -> str | None:
-        rule = str(extra.get("rule_name", ""))
-        if rule in AGGREGATES:
+        if (rule := str(extra.get("rule_name", ""))) in AGGREGATES:
             return None
         label = self.labels[extra.get("jobid", -1)] = rule_label(rule, dict(extra.get("wildcards") or {}))
         reason = why(str(extra.get("reason", "")), list(extra.get("input") or []))

@@ -42,8 +42,7 @@ def not_ours(target: Path, command: str, signature: str, inside: str | None = No
     """Why `mnist-pipeline COMMAND` may not write `target`, or None."""
     resolved, here = target.resolve(), Path.cwd().resolve()
     inner = resolved.relative_to(here).parts if resolved.is_relative_to(here) else ()
-    folder = next((part for part in inner if part in NEVER_WRITTEN), ".git" if ".git" in resolved.parts else None)
-    if folder:
+    if folder := next((part for part in inner if part in NEVER_WRITTEN), ".git" if ".git" in resolved.parts else None):
         return f"inside {folder}/, {NEVER_WRITTEN[folder]}"
     if target.exists() and _tracked(target):
         return "tracked by git"
@@ -51,8 +50,7 @@ def not_ours(target: Path, command: str, signature: str, inside: str | None = No
         return "a parameters file"
     if shared := next((f for f in VARIANT_FOLDERS if f in Path(*inner).parents), None):
         return f"inside {shared.as_posix()}/, a folder of the stages' per-variant outputs"
-    owner = owner_of(inner)
-    if owner is not None and owner != command:
+    if (owner := owner_of(inner)) is not None and owner != command:
         return f"an output of the '{owner}' stage"
     if not _made_by(target, signature, inside):
         return f"a {'folder' if target.is_dir() else 'file'} `mnist-pipeline {command}` did not make"

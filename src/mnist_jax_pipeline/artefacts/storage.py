@@ -56,8 +56,7 @@ def read_rows(path: str | Path, model: type[Model], made_by: str) -> list[Model]
     """Read a CSV of typed rows; a missing column or a bad value names its line."""
     path = Path(path)
     reader = csv.DictReader(_read_text(path, made_by).splitlines())
-    absent = [c for c in model.model_fields if c not in (reader.fieldnames or [])]
-    if absent:
+    if absent := [c for c in model.model_fields if c not in (reader.fieldnames or [])]:
         raise remake(path, f"missing column '{absent[0]}'", made_by)
     rows = []
     for line, row in enumerate(reader, start=2):

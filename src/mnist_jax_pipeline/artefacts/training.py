@@ -116,7 +116,6 @@ def read_run(variant: str, root: str | Path = ".") -> RunInfo:
 
 def read_history(variant: str, root: str | Path = ".") -> list[EpochRecord]:
     path, made_by = paths.TRAIN_HISTORY.at(variant, root), paths.TRAIN_HISTORY.stage(variant)
-    rows = storage.read_rows(path, EpochRecord, made_by)
-    if not rows:
+    if not (rows := storage.read_rows(path, EpochRecord, made_by)):
         raise remake(path, "no epochs", made_by)
     return rows

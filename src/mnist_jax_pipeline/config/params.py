@@ -199,8 +199,7 @@ def parse_yaml(text: str, path: str | Path) -> Any:
         raise PipelineError(f"{path}: not valid YAML{line}; fix the syntax") from err
     except RecursionError:
         raise PipelineError(f"{path}: nested too deeply to read; fix the syntax") from None
-    where = _set_in(data)
-    if where is not None:
+    if (where := _set_in(data)) is not None:
         where = clip(where) or "(top level)"
         raise PipelineError(f"{path}: {where}: a set (!!set) has no order; write a list [a, b, ...]")
     return data

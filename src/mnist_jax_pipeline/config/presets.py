@@ -84,8 +84,7 @@ def main(args: argparse.Namespace) -> None:
     for what, value in ((args.params, before), (path, preset)):
         if not isinstance(value, dict):
             raise PipelineError(f"{what}: not a mapping of sections to parameters; fix it or restore it from git")
-    found = changes(before, preset)  # the preset merged over the file: what it changes
-    if not found:
+    if not (found := changes(before, preset)):  # the preset merged over the file: what it changes
         print(f"{args.params}: already has every value of preset '{args.name}'; nothing changed", file=sys.stderr)
         return
     result = render(text, {key: new for key, (_, new) in found.items()})

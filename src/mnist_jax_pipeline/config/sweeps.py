@@ -129,8 +129,8 @@ def _read_spec(path: Path) -> SweepFile:
         first = err.errors()[0]
         where = clip(".".join(str(part) for part in first["loc"])) or "the file"
         raise PipelineError(f"{path}: {where}: {first['msg'].lower()}; fix the sweep file") from None
-    empty = next((key for key, values in spec.grid.items() if not values), None)
-    if empty is not None:  # one empty list would leave no combination: the whole grid would be dropped
+    # one empty list would leave no combination: the whole grid would be dropped
+    if (empty := next((key for key, values in spec.grid.items() if not values), None)) is not None:
         raise PipelineError(f"{path}: grid: '{clip(empty)}' has no values, so no point; give it one or remove it")
     if (count := functools.reduce(operator.mul, map(len, spec.grid.values()), 1) + len(spec.points)) > MAX_POINTS:
         raise PipelineError(f"{path}: {count:,} points, more than the {MAX_POINTS:,} a sweep may have; split it")
@@ -188,8 +188,7 @@ def discover(folder: Path = FOLDER, params_path: str | Path = DEFAULT_PARAMS) ->
 def write_point(args: argparse.Namespace) -> None:
     """`mnist-pipeline sweep-point --sweep NAME --point POINT`: the point's params.yaml."""
     sweep = load(named(args.sweep), args.params)
-    point = next((point for point in sweep.points if point.name == args.point), None)
-    if point is None:
+    if (point := next((p for p in sweep.points if p.name == args.point), None)) is None:
         listed = clip(", ".join(p.name for p in sweep.points), 200)
         raise PipelineError(f"sweep '{sweep.name}': no point '{clip(args.point)}'; its points: {listed}")
     atomic.write_text(sweep.folder(point) / paths.POINT_PARAMS, yaml.safe_dump(sweep.params(point), sort_keys=False))
@@ -248,9 +247,9 @@ def queue(args: argparse.Namespace) -> None:
             "download and preprocess are not up to date in dvc.lock; run `dvc repro preprocess`"
             " first, so every experiment shares them instead of running them again"
         )
-    listed = dvc("exp", "list", "--name-only")  # without the list, every point would be queued again
     taken = {name: f"already {state}" for name, state in _in_queue().items()}
-    taken |= {name: "already an experiment of this commit" for name in listed.split()}
+    # without the list, every point would be queued again
+    taken |= {name: "already an experiment of this commit" for name in dvc("exp", "list", "--name-only").split()}
     made = sum(f"{sweep.name}-{point.name}" in taken for point in sweep.points)
     if made and _run("git", "diff", "--quiet", "HEAD", "--", str(args.params)).returncode == 1:
         raise PipelineError(

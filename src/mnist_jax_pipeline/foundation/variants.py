@@ -39,7 +39,6 @@ def names() -> tuple[str, ...]:
 
 def get(name: str) -> Variant:
     """The variant called `name`; an unknown name is one line listing the known ones."""
-    found = next((v for v in VARIANTS if v.name == name), None)
-    if found is None:
+    if (found := next((v for v in VARIANTS if v.name == name), None)) is None:
         raise PipelineError(f"unknown variant '{name}'; use one of {', '.join(names())}")
     return found

@@ -63,6 +63,7 @@ COMPARE = (
     Option("--out", f"the page (default: sweeps/NAME/{paths.COMPARE_HTML}, with --dvc {paths.EXPERIMENTS_HTML})", ""),
 )
 CRATE = (Option("--out", "the crate's folder", "."), Option("--validate", "check it, offline", switch=True))
+CHECK = (Option("--check", "only compare", switch=True),)
 
 COMMANDS: dict[str, Command] = {
     "check": Command("config.params", "validate the parameters file and exit"),
@@ -88,9 +89,5 @@ COMMANDS: dict[str, Command] = {
     "viewer": Command(
         "stages.profile.viewer", "the trace in XProf on 127.0.0.1", (VARIANT, Option("--port", "its port", "8791"))
     ),
-    "generate": Command(
-        "orchestration.generate",
-        "write dvc.yaml, the rules, the schema",
-        (Option("--check", "only compare", switch=True),),
-    ),
+    "generate": Command("orchestration.generate", "write dvc.yaml, the rules, the schema", CHECK),
 }

@@ -66,12 +66,10 @@ def commit(names: list[str]) -> str | None:
     if not names:
         return None
     # its own session: a second Ctrl-C, which reaches the process group, must not cut dvc.lock's update short
-    done = subprocess.run(
-        [sys.executable, "-c", COMMIT, *names], capture_output=True, text=True, start_new_session=True
-    )
-    if done.returncode == 0:
+    ran = subprocess.run([sys.executable, "-c", COMMIT, *names], capture_output=True, text=True, start_new_session=True)
+    if ran.returncode == 0:
         return None
-    lines = [line.strip() for line in (done.stderr + done.stdout).splitlines() if line.strip()]
+    lines = [line.strip() for line in (ran.stderr + ran.stdout).splitlines() if line.strip()]
     reason = next((line for line in lines if line.startswith("ERROR")), lines[0] if lines else "no message")
     conflicted = DVC_LOCK.is_file() and re.search(rb"^<<<<<<<", DVC_LOCK.read_bytes(), re.M)
     reason = reason.removeprefix("ERROR: ").rstrip(".")

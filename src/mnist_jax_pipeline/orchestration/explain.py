@@ -194,8 +194,7 @@ def explain(path: str, params_path: str = "params.yaml") -> list[str]:
     gone = swept if isinstance(swept, str) else None
     sweep_file = f"{job.root.parent}.yaml"
     checker = Checker(swept, sweep_file) if isinstance(swept, Params) else Checker(load(params_file), str(params_file))
-    stamp = checker.read(job)
-    if stamp is None or stamp.stage != job.name:
+    if (stamp := checker.read(job)) is None or stamp.stage != job.name:
         why = "not a record of this job" if job.stamp_path.exists() else "no such record"
         return not_recorded(rel, job, why, gone.rpartition("; ")[2] if gone else unlisted(job, checker))
     lines = [str(rel), _label("made by") + f"{_name(job)}, recorded in {job.stamp_path}", run_line(stamp.run)]

@@ -76,9 +76,8 @@ def _dvc_out(artefact: paths.Artefact, stage: Stage) -> str | dict:
     """An output's entry; one kept in git is `cache: false` and `persist: true` (DVC cannot restore it, so it
     must not delete it before the stage runs)."""
     path = _dvc_path(artefact, stage)
-    options: dict = {}
-    if plot := PLOTS.get(artefact):
-        options = {**plot, "title": f"{plot['title']} (${{item}})"}
+    plot = PLOTS.get(artefact)
+    options: dict = {**plot, "title": f"{plot['title']} (${{item}})"} if plot else {}
     if artefact.in_git:
         options |= {"cache": False, "persist": True}
     return {path: options} if options else path
@@ -212,9 +211,7 @@ GENERATED: dict[Path, Callable[[], str]] = {
 
 def stale() -> list[Path]:
     """The generated files whose copy differs from what the tables give now."""
-    return [
-        path for path, make in GENERATED.items() if not path.is_file() or path.read_text(encoding="utf-8") != make()
-    ]
+    return [p for p, make in GENERATED.items() if not p.is_file() or p.read_text(encoding="utf-8") != make()]
 
 
 def main(args: argparse.Namespace) -> None:

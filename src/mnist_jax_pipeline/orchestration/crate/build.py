@@ -149,12 +149,9 @@ class CrateBuilder:
         root = self.crate.root_dataset
         root["name"] = "mnist-jax-pipeline: the workspace's last run"
         root["description"] = "The workspace's last run of the MNIST pipeline, sweep points included, from its records."
-        terms = _license()
-        page = f"https://spdx.org/licenses/{terms}"
-        if terms:  # one SPDX identifier as its spdx.org page, an expression of several as text
-            root["license"] = (
-                terms if " " in terms else self._context(page, "CreativeWork", name=terms, identifier=terms)
-            )
+        if spdx := _license():  # one SPDX identifier as its spdx.org page, an expression of several as text
+            page = f"https://spdx.org/licenses/{spdx}"
+            root["license"] = spdx if " " in spdx else self._context(page, "CreativeWork", name=spdx, identifier=spdx)
         if Path("README.md").is_file():
             self.file("README.md", about=root)
         root["datePublished"] = _times(self.jobs).get("endTime") or root["datePublished"]
@@ -304,8 +301,7 @@ class CrateBuilder:
 
     def engine(self, tool: str, jobs: list[RecordedJob]) -> Entity:
         """The tool that ran the jobs: the Snakemake or DVC release they recorded."""
-        version = recorded_version(jobs, tool)
-        if version:
+        if version := recorded_version(jobs, tool):
             return self.package(tool, version)
         return self._context(_fragment("engine", tool), "SoftwareApplication", name=ENGINES.get(tool, tool))
 

@@ -78,8 +78,7 @@ def read(path: Path, hashes: Hashes) -> RecordedJob | str:
     job = RecordedJob(stage, variant or None, path.parent.parent, record=record) if stage else None
     if job is None or job.stamp_path != path:
         return f"{path}: names the job '{record.stage}', which does not write this record; delete it"
-    wrong = untrue(record)
-    if wrong:
+    if wrong := untrue(record):
         return f"{job.label} left out: {path}: {wrong}; re-run it to record it again ({RERUN})"
     for file, digest in sorted({**record.code, **record.inputs, **record.outputs}.items()):
         if not Path(file).is_file() or hashes.of(Path(file)) != digest:
@@ -99,8 +98,7 @@ def point_params(folder: Path, params_path: str | Path = DEFAULT_PARAMS) -> Para
         sweep = sweeps.load(file, params_path)
     except PipelineError as err:
         return str(err)
-    point = next((point for point in sweep.points if sweep.folder(point) == folder), None)
-    if point is None:
+    if (point := next((p for p in sweep.points if sweep.folder(p) == folder), None)) is None:
         return f"{file} does not list the point '{folder.name}'; {fix}"
     return validate(sweep.params(point), f"{file}, point {point.name}")
 
@@ -108,8 +106,7 @@ def point_params(folder: Path, params_path: str | Path = DEFAULT_PARAMS) -> Para
 def _stale_point(folder: Path, jobs: list[RecordedJob]) -> str | None:
     """Why the point's jobs are not of the last run (its sweep file does not list it, or gives one of them other
     parameters or another variant now); None when they are."""
-    now = point_params(folder)
-    if isinstance(now, str):
+    if isinstance(now := point_params(folder), str):
         return f"{folder} left out: {now}"
     values = now.to_dict()
     for job in jobs:
@@ -144,8 +141,7 @@ def recorded_jobs(hashes: Hashes) -> tuple[list[RecordedJob], list[str]]:
     jobs = [job for job in results if isinstance(job, RecordedJob)]
     warnings = [line for line in results if isinstance(line, str)]
     for folder, group in groupby([job for job in jobs if job.root != Path(".")], key=lambda job: job.root):
-        stale = _stale_point(folder, list(group))
-        if stale:
+        if stale := _stale_point(folder, list(group)):
             warnings.append(stale)
             jobs = [job for job in jobs if job.root != folder]
     warnings += _unrecorded(found)

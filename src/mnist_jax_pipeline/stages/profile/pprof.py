@@ -127,8 +127,7 @@ def explain(top: Allocation | None, total: int, arrays: Arrays) -> str:
     share = f"{top.bytes / total:.0%} of the {total:,} bytes live"
     kind = top.labels.get("kind", "allocation")
     where = f", allocated in {short_frame(top.origin)}," if top.origin else ""
-    what = _match(top, arrays)
-    if what is None:
+    if (what := _match(top, arrays)) is None:
         each = top.bytes // max(top.count, 1)
         return f"The largest {kind}, {top.count} x {each:,} bytes{where} matches no model or data array ({share})."
     return f"The largest {kind}, {top.bytes:,} bytes{where} is {what} ({share})."

@@ -44,10 +44,9 @@ def observed(variant: str, run: RunInfo) -> str:
     if run.timing_lock == "not held":
         lock = f"{lock} after waiting {seconds(run.lock_wait_seconds)} for another job's"
     cpu = f"other processes used {percent(share, 0)} of the CPU" if share is not None else None
+    text = f"{cpu} while {job} ran" if cpu else f"{job} {lock or 'recorded a busy machine'}"
     if lock and cpu:
         text = f"{job} {lock} while {cpu}"
-    else:
-        text = f"{cpu} while {job} ran" if cpu else f"{job} {lock or 'recorded a busy machine'}"
     details = [detail for detail in (f"{LOCK_ENV}=off" if run.timing_lock == "off" else None, _load(run)) if detail]
     return f"{text} ({'; '.join(details)})" if details else text
 
@@ -61,11 +60,9 @@ def busy_flag(runs: dict[str, RunInfo]) -> str | None:
 def calm_line(runs: dict[str, RunInfo]) -> str:
     """How quiet the machine was while every variant trained: 'timing lock held, 1-minute load 1.3–1.7 on 2 cores'."""
     parts = ["timing lock held"]
-    shares = [run.other_cpu_share for run in runs.values() if run.other_cpu_share is not None]
-    if shares:
+    if shares := [run.other_cpu_share for run in runs.values() if run.other_cpu_share is not None]:
         parts.append(f"other processes used at most {percent(max(shares), 0)} of the CPU")
-    loads = [v for run in runs.values() for v in (run.loadavg_1m_at_start, run.loadavg_1m_at_end) if v is not None]
-    if loads:
+    if loads := [v for run in runs.values() for v in (run.loadavg_1m_at_start, run.loadavg_1m_at_end) if v is not None]:
         low, high = f"{min(loads):.1f}", f"{max(loads):.1f}"
         cores = {run.host_cpu_count for run in runs.values()}
         on = _on_cores(cores.pop()) if len(cores) == 1 else ""

@@ -57,8 +57,7 @@ def _undo_pan_zoom(root: ET.Element) -> None:
     groups = {g.get("id"): g for g in root.iter(f"{{{SVG_NS}}}g") if g.get("id")}
     if "viewport" in groups:
         groups["viewport"].attrib.pop("transform", None)
-    graph = groups.get("graph0")
-    if graph is None or root.get("viewBox"):
+    if (graph := groups.get("graph0")) is None or root.get("viewBox"):
         return
     background = graph.find(f"{{{SVG_NS}}}polygon")
     points = background.get("points", "") if background is not None else ""

@@ -52,9 +52,7 @@ def git_state() -> dict[str, Any]:
     changed = git("diff", "HEAD", "--name-only", "-z") if commit else None
     if not commit or changed is None:
         return {"commit": UNKNOWN, "modified": None}
-    own = [
-        path for path in changed.split("\0") if path and not any(fnmatch.fnmatchcase(path, p) for p in PIPELINE_WRITES)
-    ]
+    own = [f for f in changed.split("\0") if f and not any(fnmatch.fnmatchcase(f, p) for p in PIPELINE_WRITES)]
     return {"commit": commit, "modified": sorted(own)}
 
 

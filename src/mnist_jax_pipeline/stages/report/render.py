@@ -96,20 +96,15 @@ def render(params: Params, params_path: str) -> None:
     values = context(art, params, params_path, {name: data_uri(data) for name, data in pngs.items()})
     html = environment(autoescape=True).get_template("report.html.j2").render(values)
     summary = environment(autoescape=False).get_template("summary.md.j2").render(values)
-    with atomic.atomic_dir(paths.REPORT_FIGURES.path) as tmp:
+    figures_dir = paths.REPORT_FIGURES.path
+    with atomic.atomic_dir(figures_dir) as tmp:
         for name, data in pngs.items():
             (tmp / name).write_bytes(data)
     rows = [VariantEpoch(variant=v.name, **h.model_dump()) for v in art.variants for h in v.history]
     storage.write_rows(paths.VARIANTS_HISTORY.path, rows, VariantEpoch)
     atomic.write_text(paths.REPORT_HTML.path, html)
     atomic.write_text(paths.REPORT_MD.path, summary)
-    log.info(
-        "wrote %s, %s and %d figures in %s",
-        paths.REPORT_HTML.path,
-        paths.REPORT_MD.path,
-        len(pngs),
-        paths.REPORT_FIGURES.path,
-    )
+    log.info("wrote %s, %s and %d figures in %s", paths.REPORT_HTML.path, paths.REPORT_MD.path, len(pngs), figures_dir)
 
 
 def main(args: argparse.Namespace) -> None:

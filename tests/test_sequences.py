@@ -416,6 +416,15 @@ def test_a_dropped_variants_files_count_for_neither_tool_in_the_checkout_or_a_fr
     assert snakemake_jobs(ws) == {"report"} and dvc_stale(ws) == {"report"}
     sh(ws, "snakemake", "--cores", "all")
     assert not back.exists() and snakemake_jobs(ws) == set() and dvc_stale(ws) == set()
+    stray = ws / "plots/train/notes.txt"  # no stage's file, in a folder DVC reads whole: the report refuses it
+    stray.write_text("mine\n")
+    assert snakemake_jobs(ws) == {"report"} and dvc_stale(ws) == {"report"}
+    done = subprocess.run(["snakemake", "--cores", "all"], cwd=ws, capture_output=True, text=True)
+    errors = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("error: ")]
+    assert done.returncode != 0 and len(errors) == 1 and "plots/train/notes.txt: no stage's output" in errors[0]
+    assert errors[0].endswith("move it away") and stray.read_text() == "mine\n"
+    stray.unlink()
+    assert snakemake_jobs(ws) == set() and dvc_stale(ws) == set()
     clone = pushed_and_pulled(ws, parent, name)
     assert snakemake_jobs(clone) == set(), "snakemake -n has work to do in the fresh clone"
     assert dvc_stale(clone) == set(), "dvc status lists stages in the fresh clone"

@@ -307,8 +307,9 @@ def test_the_hand_written_sweep_rules_name_the_tables_paths():
     point = "sweeps/{sweep}/{point}"
     assert f'"{generate.MARKERS}/{point}/params",' in rules
     assert f'update("{point}/{paths.POINT_PARAMS}"),' in rules
-    for name in (paths.COMPARE_HTML, paths.COMPARE_CSV):
-        assert f'"sweeps/{{sweep}}/{name}",' in rules
+    assert f'"{generate.MARKERS}/sweeps/{{sweep}}/{paths.COMPARE_HTML}",' in rules
+    for name in (paths.COMPARE_HTML, paths.COMPARE_CSV, paths.COMPARE_RECORD):
+        assert f'update("sweeps/{{sweep}}/{name}"),' in rules
     assert 'include: "workflow/rules/sweep_common.smk"' in (ROOT / "Snakefile").read_text()
 
 

@@ -201,6 +201,26 @@ def test_snakemake_runs_the_points_sharing_the_upstream(tmp_path):
     html = (ws / "sweeps" / "tiny" / paths.COMPARE_HTML).read_text()
     assert html.count("data:image/png;base64,") == 2 and "<script" not in html
     assert "train.step_size" in html and "train.epochs" not in html  # only what differs
+    # the page and table are trusted for what their record says, not their time; a file compare did not make stays
+    table = ws / "sweeps" / "tiny" / paths.COMPARE_CSV
+    table.write_text(table.read_text() + "edited,1\n")
+    assert ran(sh(ws, "snakemake", "--dry-run", "--cores", "1", "sweeps")) == {"sweep_compare": 1}
+    (ws / "sweeps" / "tiny" / paths.COMPARE_HTML).write_text("my notes\n")
+    done = subprocess.run(["snakemake", "--cores", "1", "sweeps"], cwd=ws, capture_output=True, text=True)
+    errors = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("error: ")]
+    assert (
+        done.returncode != 0
+        and len(errors) == 1
+        and errors[0].endswith(
+            "did not make; `mnist-pipeline compare` writes only a new path or one it made itself: move it away"
+        )
+    ), errors
+    assert (ws / "sweeps" / "tiny" / paths.COMPARE_HTML).read_text() == "my notes\n"
+    assert table.read_text().endswith("edited,1\n")  # a failed compare leaves the earlier table in place
+    (ws / "sweeps" / "tiny" / paths.COMPARE_HTML).unlink()
+    assert ran(sh(ws, "snakemake", "--cores", "1", "sweeps")) == {"sweep_compare": 1}
+    assert "edited" not in table.read_text()
+    assert "Nothing to be done" in sh(ws, "snakemake", "--cores", "1", "sweeps")
 
 
 def test_dvc_queues_the_points_sharing_the_upstream(tmp_path):

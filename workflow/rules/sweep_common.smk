@@ -16,11 +16,13 @@ rule sweep_point:
 
 rule sweep_compare:
     input:
+        ".snakemake/provenance/sweeps/{sweep}/compare.html",
         sweep_files,
         sweep="sweeps/{sweep}.yaml",
     output:
-        "sweeps/{sweep}/compare.html",
-        "sweeps/{sweep}/results.csv",
+        update("sweeps/{sweep}/compare.html"),
+        update("sweeps/{sweep}/results.csv"),
+        update("sweeps/{sweep}/compare.json"),
     log:
         "logs/sweeps/{sweep}/compare.log",
     shell:

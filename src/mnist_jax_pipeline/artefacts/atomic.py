@@ -21,15 +21,16 @@ _PENDING: list[tuple[Path, Path]] | None = None  # inside together(): (tmp, path
 
 def claim(*outputs: str | Path, probe: bool = True, option: str = "", command: str = "", **owned: str) -> None:
     """Refuse in one line, before any work, an output whose folder is a file or (`probe`) cannot be written;
-    a path given with `option` must also be the command's own (ownership.py; `owned`: its signature)."""
+    with `command`, a path must also be the command's own (ownership.py; `owned`: its signature), and
+    `option` names the option that gave it."""
     for output in map(Path, outputs):
-        if option:
+        if command:
             from .ownership import not_ours
 
             if why := not_ours(output, command, **owned):
                 raise PipelineError(
                     f"{option} {output}: {why}; `mnist-pipeline {command}` writes only a new path or one it made"
-                    " itself: choose another path"
+                    f" itself: {'choose another path' if option else 'move it away'}".lstrip()
                 )
         folder = output.parent
         while not folder.is_dir():
@@ -149,20 +150,18 @@ def together() -> Iterator[None]:
     _PENDING = pending
     try:
         yield
-        _PENDING = None
-        while pending:
+    except BaseException as err:
+        # standard output's reader went (`| head`): what the command wrote stands
+        while pending and isinstance(err, BrokenPipeError):
             _put(*pending.pop(0))
-    except BrokenPipeError:  # standard output's reader went (`| head`): what the command wrote stands
-        while pending:
-            _put(*pending.pop(0))
-        raise
-    except BaseException:
         for tmp, _ in pending:
             _remove(tmp)
             _OPEN.discard(tmp)
         raise
     finally:
         _PENDING = None
+    while pending:
+        _put(*pending.pop(0))
 
 
 def atomic_file(path: str | Path) -> contextlib.AbstractContextManager[Path]:

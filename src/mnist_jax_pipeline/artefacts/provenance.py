@@ -45,7 +45,7 @@ def file_sha256(path: Path) -> str:
         return "symlink:" + hashlib.sha256(os.fsencode(os.readlink(path))).hexdigest()
 
 
-def _ignored(name: str) -> bool:
+def ignored(name: str) -> bool:
     return name.startswith(TMP_PREFIX) or name in IGNORED or name.endswith(".pyc")
 
 
@@ -58,7 +58,7 @@ def files_under(path: Path) -> list[Path]:
     seen = {os.path.realpath(path)}
     for folder, dirs, names in os.walk(path, followlinks=True):
         kept = []
-        for name in sorted(d for d in dirs if not _ignored(d)):
+        for name in sorted(d for d in dirs if not ignored(d)):
             real = os.path.realpath(Path(folder) / name)
             if real in seen:
                 found.append(Path(folder) / name)  # a loop: the link itself
@@ -66,7 +66,7 @@ def files_under(path: Path) -> list[Path]:
                 seen.add(real)
                 kept.append(name)
         dirs[:] = kept
-        found += [Path(folder) / name for name in names if not _ignored(name)]
+        found += [Path(folder) / name for name in names if not ignored(name)]
     return sorted(found)
 
 

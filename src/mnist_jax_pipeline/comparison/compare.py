@@ -6,6 +6,7 @@ with every name, and named in a note.
 
 import argparse
 import csv
+import hashlib
 import io
 import json
 import logging
@@ -23,6 +24,7 @@ from pydantic import ValidationError
 
 from ..artefacts import atomic, evaluation, training
 from ..artefacts.evaluation import EvalHeadline
+from ..artefacts.provenance import Hashes
 from ..artefacts.training import EpochRecord, TrainHeadline
 from ..config import sweeps
 from ..config.params import load
@@ -211,9 +213,9 @@ def write(
     csv_path: Path | None,
     against: str,
     notes: tuple[str, ...] = (),
-) -> None:
+) -> dict[str, str]:
     """Render the page (and the table as CSV) atomically; `keys` are the parameters that differ `against`
-    something ("between the points", "from the baseline (HEAD)")."""
+    something ("between the points", "from the baseline (HEAD)"). {file: digest} of what it wrote."""
     data = frame(runs, keys)
     with mpl_style.context(["default", STYLE]):
         pictures = {name: data_uri(png_bytes(fig)) for name, fig in figures(runs).items()}
@@ -233,9 +235,12 @@ def write(
             generator=GENERATOR,
         )
     )
-    atomic.write_text(html_path, html)
+    written = {html_path: html}
     if csv_path is not None:
-        atomic.write_text(csv_path, data[[*COLUMNS, *keys]].to_csv(index=False, lineterminator="\n"))
+        written[csv_path] = data[[*COLUMNS, *keys]].to_csv(index=False, lineterminator="\n")
+    for path, text in written.items():
+        atomic.write_text(path, text)
+    return {path.as_posix(): hashlib.sha256(text.encode()).hexdigest() for path, text in written.items()}
 
 
 def main(args: argparse.Namespace) -> None:
@@ -244,13 +249,16 @@ def main(args: argparse.Namespace) -> None:
         raise PipelineError("compare: give either --sweep NAME or --dvc")
     default = sweeps.named(args.sweep).with_suffix("") / paths.COMPARE_HTML if args.sweep else paths.EXPERIMENTS_HTML
     html_path = Path(args.out or default)  # a file there that it did not make is refused, --out or not
-    atomic.claim(html_path, option="--out", command="compare", signature=MARKER)
+    atomic.claim(html_path, option="--out" if args.out else "", command="compare", signature=MARKER)
     if args.sweep:
         sweep = sweeps.load(sweeps.named(args.sweep), args.params)
-        folder, runs = sweeps.FOLDER / sweep.name, from_sweep(sweep)
+        made = Hashes().tree(map(sweep.folder, sweep.points))  # before they are read
+        folder, runs = sweep.folder(), from_sweep(sweep)
         csv_path = folder / paths.COMPARE_CSV
         source = f"sweeps/{sweep.name}.yaml ({sweep.variant})"
-        write(runs, differing(runs), f"sweep {sweep.name}", source, html_path, csv_path, "between the points")
+        made |= write(runs, differing(runs), f"sweep {sweep.name}", source, html_path, csv_path, "between the points")
+        if html_path == folder / paths.COMPARE_HTML:  # the Snakefile checks the page against it
+            atomic.write_text(folder / paths.COMPARE_RECORD, json.dumps(made, indent=2) + "\n")
         log.info("wrote %s (%d points of sweep %s)", html_path, len(runs), sweep.name)
         return
     load(args.params)

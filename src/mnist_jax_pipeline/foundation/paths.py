@@ -96,4 +96,5 @@ POINT_PARAMS = "params.yaml"  # a sweep point's parameters, in its folder
 RUNTIME_LOCK = Path("requirements/runtime.txt")  # the locked runtime versions, exported from uv.lock
 COMPARE_HTML = "compare.html"  # a sweep's comparison page and table, in its folder
 COMPARE_CSV = "results.csv"
+COMPARE_RECORD = "compare.json"  # what the page and table were made from: {file: digest}
 EXPERIMENTS_HTML = "reports/experiments.html"  # the comparison page of DVC's experiments

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..artefacts.provenance import ignored
+from ..foundation import paths, variants
 from ..foundation.errors import PipelineError
 from .jobs import Job, Recorder
 
@@ -59,8 +61,20 @@ class Checker(Recorder):
 
                 for variant, files in left(self.params.variants, job.root).items():
                     found.append(f"{files[0]}: left by variant '{variant}', which {self.params_path} does not list")
+            found += self.strays(job)
         self._problems[job] = found
         return found
+
+    def strays(self, job: Job) -> list[str]:
+        """What lies in a folder the job reads whole, as DVC does, that no variant's stage writes there."""
+        made = {a.at(v, job.root) for a in paths.ARTEFACTS if a.per_variant for v in variants.names()}
+        read = {job.root / Path(a.path).parent for a in job.stage.inputs if a.per_variant and not job.stage.per_variant}
+        return [
+            f"{file}: no stage's output, in {folder}/, which '{job.name}' reads whole under DVC; move it away"
+            for folder in sorted(read)
+            for file in (sorted(folder.iterdir()) if folder.is_dir() else [])
+            if file not in made and not ignored(file.name)
+        ]
 
     def ancestors(self, job: Job) -> list[Job]:
         """Every job upstream of `job`, upstream first."""
@@ -74,6 +88,8 @@ class Checker(Recorder):
         for upstream in self.ancestors(job):
             if found := self.problems(upstream):
                 raise PipelineError(f"{found[0]}; {upstream.fix()}")
+        if strays := self.strays(job):
+            raise PipelineError(strays[0])
         return self.inputs(job)
 
     def stale(self, candidates: list[Job]) -> dict[Job, list[str]]:

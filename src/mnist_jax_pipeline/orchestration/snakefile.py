@@ -8,6 +8,7 @@ the oldest time. Records get a time of 1 s: they link the jobs, but their time n
 
 import asyncio
 import contextlib
+import json
 import os
 import shlex
 import signal
@@ -24,7 +25,7 @@ import yaml
 from ..artefacts import atomic
 from ..config import sweeps
 from ..config.params import load, validate
-from ..foundation import stops
+from ..foundation import paths, stops
 from ..foundation.console import job_label
 from ..foundation.errors import PipelineError
 from . import dvc_lock, freshness, run, stage_table
@@ -169,9 +170,24 @@ class Pipeline:
                 differs = {section: have.get(section) for section in wanted} != wanted
                 reasons = [f"{folder}/params.yaml: not the sweep's point"] if differs else None
                 mark_one(MARKERS / folder / "params", reasons, [folder / "params.yaml"])
-                checker = freshness.Checker(validate(sweep.params(point), str(folder / "params.yaml")))
+                point_params = validate(sweep.params(point), str(folder / "params.yaml"))
+                checker = freshness.Checker(point_params, hashes=self.checker.hashes)
                 jobs = point_jobs(sweep, point)
                 mark(jobs, {job: ["its params.yaml changes"] for job in jobs} if differs else checker.stale(jobs))
+            made = [sweep.folder() / name for name in (paths.COMPARE_HTML, paths.COMPARE_CSV, paths.COMPARE_RECORD)]
+            mark_one(MARKERS / made[0], self.compared(sweep, made), made)
+
+    def compared(self, sweep: sweeps.Sweep, made: list[Path]) -> list[str] | None:
+        """Why the sweep's comparison is not current: its record lists other files of the points or its own."""
+        try:
+            recorded = json.loads(made[2].read_text(encoding="utf-8"))
+            now = self.checker.hashes.tree([*map(sweep.folder, sweep.points), *made[:2]])
+        except (OSError, ValueError):
+            recorded = None
+        if not isinstance(recorded, dict):
+            return [f"{made[2]}: missing or not a record"]
+        changed = sorted(f for f in {*now, *recorded} if now.get(f) != recorded.get(f))
+        return [f"{changed[0]}: changed since `compare` made {made[0]}"] if changed else None
 
     # --- what the rules name ---
 

@@ -223,6 +223,15 @@ def test_a_closed_standard_output_is_no_error(tmp_path):
     assert done.returncode == 0 and done.stderr == b"", done.stderr
 
 
+def test_a_full_standard_output_is_one_line_naming_it(tmp_path):
+    write_params(tmp_path, lambda text: text)
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-c", LOUD, "show"], cwd=tmp_path, stdout=full, stderr=subprocess.PIPE)
+    lines = done.stderr.decode().splitlines()
+    assert done.returncode == 1 and len(lines) == 1, lines
+    assert lines[0].startswith("error: a file or standard output: No space left on device"), lines
+
+
 @pytest.mark.parametrize("command", ["check", "show"])
 def test_a_reader_of_the_output_that_goes_away_ends_the_command_quietly(tmp_path, command):
     """`mnist-pipeline ... | head`: the reader is gone before (show: while) the command prints; no error line."""

@@ -108,6 +108,19 @@ def test_no_command_replaces_a_link_it_did_not_make(
     assert link.is_symlink() and Path(os.readlink(link)) == nowhere
 
 
+@pytest.mark.parametrize("target", ["newdir/", "pages"])
+def test_compare_given_a_folder_asks_for_the_pages_file(
+    project: Path, capsys: pytest.CaptureFixture[str], target: str
+) -> None:
+    (project / "pages").mkdir()
+    assert main(["compare", "--dvc", "--out", target]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0] == f"error: --out {target}: a folder; give the page's file, such as " + str(
+        Path(target) / "page.html"
+    ), err
+    assert not (project / "newdir").exists() and not any((project / "pages").iterdir())
+
+
 def test_compare_and_crate_rewrite_their_own_output(project: Path, tmp_path: Path) -> None:
     page, crate = tmp_path / "out" / "page.html", tmp_path / "crate"
     for _ in range(2):  # the second run finds the first one's files and writes over them

@@ -250,6 +250,8 @@ def main(args: argparse.Namespace) -> None:
     default = sweeps.named(args.sweep).with_suffix("") / paths.COMPARE_HTML if args.sweep else paths.EXPERIMENTS_HTML
     html_path = Path(args.out or default)  # a file there that it did not make is refused, --out or not
     atomic.claim(html_path, option="--out" if args.out else "", command="compare", signature=MARKER)
+    if args.out.endswith("/") or html_path.is_dir():
+        raise PipelineError(f"--out {args.out}: a folder; give the page's file, such as {Path(args.out) / 'page.html'}")
     if args.sweep:
         sweep = sweeps.load(sweeps.named(args.sweep), args.params)
         made = Hashes().tree(map(sweep.folder, sweep.points))  # before they are read

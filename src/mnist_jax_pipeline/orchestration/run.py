@@ -79,7 +79,7 @@ def one_line(err: BaseException) -> str | None:
     if isinstance(err, UnicodeError):
         return f"a file is not UTF-8 text ({err}); re-run the stage that wrote it (--verbose names it)"
     if isinstance(err, OSError):
-        where = err.filename or "a file"
+        where = err.filename or "a file or standard output"
         return f"{where}: {err.strerror or err}; check that it exists, its permissions and the free space"
     setting, jax = os.environ.get("JAX_PLATFORMS"), sys.modules.get("jax")
     if not isinstance(err, RuntimeError | AssertionError) or not setting or jax is None:

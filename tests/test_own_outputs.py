@@ -126,14 +126,14 @@ def test_compare_and_crate_rewrite_their_own_output(project: Path, tmp_path: Pat
     for _ in range(2):  # the second run finds the first one's files and writes over them
         assert main(argv("compare", str(page))) == 0
         assert main(argv("crate", str(crate))) == 0
-    assert compare.MARKER in page.read_text() and (crate / METADATA).is_file()
+    assert compare.SIGNATURE in page.read_text() and (crate / METADATA).is_file()
 
 
 def test_a_refusal_names_why(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     theirs = stranger(project)
     (project / "docs").mkdir(exist_ok=True)
     tracked = project / "docs" / "page.html"  # a tracked file that quotes the command's signature
-    tracked.write_text(f"<p>{compare.MARKER}</p>")
+    tracked.write_text(f"<p>{compare.SIGNATURE}</p>")
     subprocess.run(["git", "add", str(tracked)], cwd=project, check=True, capture_output=True)
     expected = {
         ".git/config": "inside .git/, git's own files",
@@ -165,4 +165,4 @@ def test_compare_refuses_a_file_it_did_not_make_at_its_default_path(
     page.unlink()
     for _ in range(2):  # its own page it writes, and then writes over
         assert main(["compare", "--dvc"]) == 0
-    assert compare.MARKER in page.read_text()
+    assert compare.SIGNATURE in page.read_text()

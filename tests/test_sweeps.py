@@ -221,6 +221,26 @@ def test_snakemake_runs_the_points_sharing_the_upstream(tmp_path):
     assert ran(sh(ws, "snakemake", "--cores", "1", "sweeps")) == {"sweep_compare": 1}
     assert "edited" not in table.read_text()
     assert "Nothing to be done" in sh(ws, "snakemake", "--cores", "1", "sweeps")
+    # a page elsewhere leaves the sweep's own page, table and record as they are
+    before = {p: p.read_bytes() for p in (ws / "sweeps" / "tiny").glob("*.*")}
+    sh(ws, "mnist-pipeline", "compare", "--sweep", "tiny", "--out", "elsewhere.html")
+    assert "step_size=0.2" in (ws / "elsewhere.html").read_text()
+    assert {p: p.read_bytes() for p in (ws / "sweeps" / "tiny").glob("*.*")} == before
+    assert "Nothing to be done" in sh(ws, "snakemake", "--cores", "1", "sweeps")
+    # by hand, a page is drawn of current points only: an edited output or sweep is one line, the page kept
+    page, point = (ws / "sweeps" / "tiny" / paths.COMPARE_HTML).read_bytes(), ws / "sweeps" / "tiny" / "step_size=0.2"
+    metrics = point / paths.EVAL_METRICS.at("jit")
+    metrics.write_text(metrics.read_text().replace('"test_accuracy": ', '"test_accuracy": 1'))
+    (ws / "sweeps" / "other.yaml").write_text(yaml.safe_dump({**spec, "points": [{"train.step_size": 0.3}]}))
+    for name, stale in (("tiny", f"{metrics.relative_to(ws)}: changed since 'evaluate@jit' wrote it"), ("other", "")):
+        done = subprocess.run(["mnist-pipeline", "compare", "--sweep", name], cwd=ws, capture_output=True, text=True)
+        assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+        assert stale in done.stderr and done.stderr.endswith(
+            f"run the sweep's points first: snakemake --cores all sweeps/{name}/compare.html\n"
+        )
+    assert re.search(r"error: sweeps/other/step_size=[0-9.]+/models/jit.safetensors: missing", done.stderr)
+    assert (ws / "sweeps" / "tiny" / paths.COMPARE_HTML).read_bytes() == page
+    assert not (ws / "sweeps" / "other").exists()
 
 
 def test_dvc_queues_the_points_sharing_the_upstream(tmp_path):

@@ -45,6 +45,11 @@ def file_sha256(path: Path) -> str:
         return "symlink:" + hashlib.sha256(os.fsencode(os.readlink(path))).hexdigest()
 
 
+def changed_files(now: dict[str, str], recorded: dict[str, str]) -> list[str]:
+    """The files whose digests differ between two {file: digest} maps, sorted."""
+    return sorted(f for f in {*now, *recorded} if now.get(f) != recorded.get(f))
+
+
 def ignored(name: str) -> bool:
     return name.startswith(TMP_PREFIX) or name in IGNORED or name.endswith(".pyc")
 

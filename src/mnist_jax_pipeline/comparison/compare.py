@@ -40,7 +40,7 @@ from .experiments import flatten, same
 
 log = logging.getLogger(__name__)
 GENERATOR = "mnist-pipeline compare"  # the page's generator tag: how --out recognises a page of its own
-MARKER = f'<meta name="generator" content="{GENERATOR}">'
+SIGNATURE = f'<meta name="generator" content="{GENERATOR}">'
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")  # a new marker for each further ten runs
 COLUMNS = (  # results.csv's columns before the parameters
     "name",
@@ -249,17 +249,18 @@ def main(args: argparse.Namespace) -> None:
         raise PipelineError("compare: give either --sweep NAME or --dvc")
     default = sweeps.named(args.sweep).with_suffix("") / paths.COMPARE_HTML if args.sweep else paths.EXPERIMENTS_HTML
     html_path = Path(args.out or default)  # a file there that it did not make is refused, --out or not
-    atomic.claim(html_path, option="--out" if args.out else "", command="compare", signature=MARKER)
+    atomic.claim(html_path, option="--out" if args.out else "", command="compare", signature=SIGNATURE)
     if args.out.endswith("/") or html_path.is_dir():
         raise PipelineError(f"--out {args.out}: a folder; give the page's file, such as {Path(args.out) / 'page.html'}")
     if args.sweep:
         sweep = sweeps.load(sweeps.named(args.sweep), args.params)
         made = Hashes().tree(map(sweep.folder, sweep.points))  # before they are read
         folder, runs = sweep.folder(), from_sweep(sweep)
-        csv_path = folder / paths.COMPARE_CSV
+        own = html_path == folder / paths.COMPARE_HTML  # the table and the record go with the sweep's own page
+        csv_path = folder / paths.COMPARE_CSV if own else None
         source = f"sweeps/{sweep.name}.yaml ({sweep.variant})"
         made |= write(runs, differing(runs), f"sweep {sweep.name}", source, html_path, csv_path, "between the points")
-        if html_path == folder / paths.COMPARE_HTML:  # the Snakefile checks the page against it
+        if own:  # the Snakefile checks the page against it
             atomic.write_text(folder / paths.COMPARE_RECORD, json.dumps(made, indent=2) + "\n")
         log.info("wrote %s (%d points of sweep %s)", html_path, len(runs), sweep.name)
         return

@@ -79,7 +79,9 @@ COMMANDS: dict[str, Command] = {
     "sweep-queue": Command(
         "config.sweeps:queue", "queue a sweep's points as DVC experiments", (Option("--file", "sweeps/NAME.yaml"),)
     ),
-    "compare": Command("comparison.compare", "one page comparing a sweep's points or DVC's experiments", COMPARE),
+    "compare": Command(
+        "orchestration.points:compare", "one page comparing a sweep's points or DVC's experiments", COMPARE
+    ),
     "show": Command("comparison.experiments", "DVC's experiments, the baseline and the workspace, a line per variant"),
     "preset": Command(
         "config.presets", "merge presets/NAME.yaml over params.yaml", (Option("name", "presets/NAME.yaml"),)

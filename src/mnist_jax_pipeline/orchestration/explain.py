@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path, PurePath
 from typing import Any
 
-from ..artefacts.provenance import Execution, Stamp
+from ..artefacts.provenance import Execution, Stamp, changed_files
 from ..config.params import Params, load
 from ..foundation import console, paths, variants
 from ..foundation.errors import PipelineError
@@ -128,7 +128,7 @@ def file_line(rel: Path, job: Job, stamp: Stamp, checker: Checker) -> str:
     if not recorded:
         return _label("file") + f"missing, and '{job.name}' recorded no such file"
     if name not in recorded:  # a folder
-        differ = sorted(k for k in {*recorded, *now} if recorded.get(k) != now.get(k))
+        differ = changed_files(now, recorded)
         more = f" and {len(differ) - 1} more" if len(differ) > 1 else ""
         state = f"differs from its record: {differ[0]}{more}" if differ else f"{len(recorded)} files, as recorded"
         return _label("folder") + state

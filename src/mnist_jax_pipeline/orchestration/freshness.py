@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..artefacts.provenance import ignored
+from ..artefacts.provenance import changed_files, ignored
 from ..foundation import paths, variants
 from ..foundation.errors import PipelineError
 from .jobs import Job, Recorder
@@ -22,7 +22,7 @@ def _first_difference(old: Any, new: Any, key: str) -> str | None:
 
 def _changed(first: Path, made: str, now: dict[str, str], recorded: dict[str, str]) -> list[str]:
     """One problem naming (three of) the files whose digests differ from the record's."""
-    changed = sorted(f for f in {*now, *recorded} if now.get(f) != recorded.get(f))
+    changed = changed_files(now, recorded)
     return [f"{first}: made {made} ({', '.join(changed[:3])}{' ...' * (len(changed) > 3)} changed)"] if changed else []
 
 
@@ -43,7 +43,7 @@ class Checker(Recorder):
             found = [f"{why} ({job.stamp_path}: {'not a record of it' if job.stamp_path.exists() else 'missing'})"]
         else:
             now, found = self.hashes.tree(job.outputs()), []
-            for name in sorted(f for f in {*stamp.outputs, *now} if now.get(f) != stamp.outputs.get(f)):
+            for name in changed_files(now, stamp.outputs):
                 if name not in now:
                     found.append(f"{name}: missing")
                 elif name in stamp.outputs:

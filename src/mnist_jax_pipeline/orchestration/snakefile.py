@@ -23,13 +23,15 @@ from typing import Any
 import yaml
 
 from ..artefacts import atomic
+from ..artefacts.provenance import changed_files
 from ..config import sweeps
-from ..config.params import load, validate
+from ..config.params import load
 from ..foundation import paths, stops
 from ..foundation.console import job_label
 from ..foundation.errors import PipelineError
 from . import dvc_lock, freshness, run, stage_table
 from .jobs import Job, all_jobs
+from .points import point_checker, point_jobs
 
 MARKERS = Path(".snakemake/provenance")
 CONFIG_REFUSED = (
@@ -108,11 +110,6 @@ def declared(job: Job, variants: tuple[str, ...]) -> list[str]:
     return [p.as_posix() for p in [*found, job.stamp_path]]
 
 
-def point_jobs(sweep: sweeps.Sweep, point: sweeps.Point) -> list[Job]:
-    """The jobs of one sweep point, under its folder."""
-    return [Job(stage_table.get(name), sweep.variant, sweep.folder(point)) for name in stage_table.POINT_STAGES]
-
-
 class Pipeline:
     """The workflow's parameters and jobs, marked by content as the Snakefile is read (one line where
     params.yaml is not valid or .snakemake cannot be written), and what runs before and after the jobs."""
@@ -170,8 +167,7 @@ class Pipeline:
                 differs = {section: have.get(section) for section in wanted} != wanted
                 reasons = [f"{folder}/params.yaml: not the sweep's point"] if differs else None
                 mark_one(MARKERS / folder / "params", reasons, [folder / "params.yaml"])
-                point_params = validate(sweep.params(point), str(folder / "params.yaml"))
-                checker = freshness.Checker(point_params, hashes=self.checker.hashes)
+                checker = point_checker(sweep, point, self.checker.hashes)
                 jobs = point_jobs(sweep, point)
                 mark(jobs, {job: ["its params.yaml changes"] for job in jobs} if differs else checker.stale(jobs))
             made = [sweep.folder() / name for name in (paths.COMPARE_HTML, paths.COMPARE_CSV, paths.COMPARE_RECORD)]
@@ -186,7 +182,7 @@ class Pipeline:
             recorded = None
         if not isinstance(recorded, dict):
             return [f"{made[2]}: missing or not a record"]
-        changed = sorted(f for f in {*now, *recorded} if now.get(f) != recorded.get(f))
+        changed = changed_files(now, recorded)
         return [f"{changed[0]}: changed since `compare` made {made[0]}"] if changed else None
 
     # --- what the rules name ---

@@ -35,7 +35,7 @@ from typing import Any
 
 import pandas as pd
 
-from mnist_jax_pipeline.artefacts.training import EpochRecord
+from mnist_jax_pipeline.artefacts.training import EpochRow
 from mnist_jax_pipeline.comparison.compare import COLUMNS
 from mnist_jax_pipeline.foundation.runtime import cpu_model
 
@@ -113,15 +113,15 @@ def pandas_text(tables: list[list[dict[str, Any]]]) -> str:
     return frame.to_csv(index=False, lineterminator="\n")
 
 
-def read_csv_rows(text: str) -> list[EpochRecord]:
-    return [EpochRecord.model_validate(row, strict=False) for row in csv.DictReader(text.splitlines())]
+def read_csv_rows(text: str) -> list[EpochRow]:
+    return [EpochRow.model_validate(row, strict=False) for row in csv.DictReader(text.splitlines())]
 
 
-def read_pandas_rows(text: str) -> list[EpochRecord]:
+def read_pandas_rows(text: str) -> list[EpochRow]:
     frame = pd.read_csv(
         io.StringIO(text),
     )  # pandas 3 reads floats back exactly by default
-    return [EpochRecord.model_validate(row, strict=False) for row in frame.to_dict("records")]
+    return [EpochRow.model_validate(row, strict=False) for row in frame.to_dict("records")]
 
 
 def sweep_runs(points: int) -> tuple[list[dict[str, Any]], list[str]]:

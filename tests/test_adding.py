@@ -101,7 +101,7 @@ def snakemake_would_run(ws: Path, *wanted: str) -> set[str]:
 
 def provenance(ws: Path, job: str) -> dict:
     stage, _, variant = job.partition("@")
-    return json.loads((ws / stage_table.get(stage).stamp.at(variant or None)).read_text())
+    return json.loads((ws / stage_table.get(stage).record.at(variant or None)).read_text())
 
 
 def model_bytes(ws: Path, variant: str) -> bytes:

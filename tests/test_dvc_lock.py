@@ -23,8 +23,8 @@ def project(tmp_path, monkeypatch) -> list[Job]:
     Path("dvc.lock").write_text("schema: '2.0'\n")
     jobs = all_jobs(["jit"])
     for job in jobs:
-        job.stamp_path.parent.mkdir(parents=True, exist_ok=True)
-        job.stamp_path.write_text(f'{{"stage": "{job.name}"}}')
+        job.record_path.parent.mkdir(parents=True, exist_ok=True)
+        job.record_path.write_text(f'{{"stage": "{job.name}"}}')
     return jobs
 
 
@@ -49,7 +49,7 @@ def test_git_moving_dvc_lock_or_a_new_record_needs_a_commit_and_nothing_else_doe
     Path("dvc.lock").write_text("schema: '2.0'\n")  # git checkout dvc.lock
     assert not dvc_lock.in_step(project)
     dvc_lock.remember(project)
-    project[0].stamp_path.write_text('{"stage": "check", "again": 1}')  # a job ran
+    project[0].record_path.write_text('{"stage": "check", "again": 1}')  # a job ran
     assert not dvc_lock.in_step(project)
 
 

@@ -110,13 +110,13 @@ def test_mark_gives_records_an_old_time(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     jobs = all_jobs(("jit",))
     train = next(job for job in jobs if job.name == "train@jit")
-    train.stamp_path.parent.mkdir(parents=True, exist_ok=True)
-    train.stamp_path.write_text("{}")
+    train.record_path.parent.mkdir(parents=True, exist_ok=True)
+    train.record_path.write_text("{}")
     snakefile.mark(jobs, {train: ["no model"]})
     assert snakefile.marker(train).read_text().startswith("no model\n")  # its record is there
     others = [job for job in jobs if job is not train]
     assert all(snakefile.marker(job).stat().st_mtime == 0 for job in others)
-    assert train.stamp_path.stat().st_mtime == 1  # records link the jobs; their time runs none (absent ones: no error)
+    assert train.record_path.stat().st_mtime == 1  # records link the jobs; their time runs none (absent ones: no error)
 
 
 # --- dvc_lock.py: DVC's repository lock and the record of a run ---

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import write_raw
 from mnist_jax_pipeline.artefacts.evaluation import EvalHeadline
-from mnist_jax_pipeline.artefacts.training import EpochRecord, TrainHeadline
+from mnist_jax_pipeline.artefacts.training import EpochRow, TrainHeadline
 from mnist_jax_pipeline.comparison import compare, experiments
 from mnist_jax_pipeline.foundation import paths
 from mnist_jax_pipeline.stages.report.ticks import within
@@ -97,7 +97,7 @@ def test_accuracy_axes_stay_within_the_data():
 
 def _run(name: str, train_s: float, accuracy: float, losses: list[float]) -> compare.Run:
     history = [
-        EpochRecord(epoch=i, epoch_seconds=1.0, train_loss=loss, train_accuracy=accuracy, test_accuracy=accuracy)
+        EpochRow(epoch=i, epoch_seconds=1.0, train_loss=loss, train_accuracy=accuracy, test_accuracy=accuracy)
         for i, loss in enumerate(losses, start=1)
     ]
     return compare.Run(

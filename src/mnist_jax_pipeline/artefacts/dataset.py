@@ -10,24 +10,24 @@ from ..foundation import paths
 from ..foundation.dataset_facts import IMAGE_PIXELS, NUM_CLASSES
 from ..foundation.errors import remake
 from . import storage
-from .record import Record
+from .json_model import JsonModel
 
 Histogram = Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=NUM_CLASSES, max_length=NUM_CLASSES)]
 RAW_MADE_BY, PROCESSED_MADE_BY = paths.RAW.made_by, paths.PROCESSED.made_by
 
 
-class SourceFile(Record):
+class SourceFile(JsonModel):
     sha256: str
     size: int
     url: str
 
 
-class SplitCount(Record):
+class SplitCount(JsonModel):
     count: int
     label_histogram: Histogram
 
 
-class Manifest(Record):
+class Manifest(JsonModel):
     """data/raw/manifest.json: what was downloaded, with which TFDS, and what it holds."""
 
     dataset: str
@@ -37,7 +37,7 @@ class Manifest(Record):
     splits: dict[str, SplitCount]
 
 
-class PixelStats(Record):
+class PixelStats(JsonModel):
     mean: float
     std: float
     min: float
@@ -49,7 +49,7 @@ class SplitStats(SplitCount):
     pixels: PixelStats | None = None  # absent for an empty split
 
 
-class Stats(Record):
+class Stats(JsonModel):
     """data/processed/stats.json: how the arrays were made and what they hold."""
 
     dataset: str

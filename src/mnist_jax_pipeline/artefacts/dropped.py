@@ -15,8 +15,8 @@ PARKED = Path(".dropped-variants")
 def variant_paths(variant: str, root: Path = Path(".")) -> list[Path]:
     """Every output one variant's stages write under `root`, their provenance records included."""
     artefacts = [a for a in paths.ARTEFACTS if a.per_variant]
-    stamps = [paths.stamp(stage, True) for stage in sorted({a.made_by for a in artefacts})]
-    return [a.at(variant, root) for a in (*artefacts, *stamps)]
+    records = [paths.record(stage, True) for stage in sorted({a.made_by for a in artefacts})]
+    return [a.at(variant, root) for a in (*artefacts, *records)]
 
 
 def left(listed: Collection[str], root: Path = Path(".")) -> dict[str, list[Path]]:

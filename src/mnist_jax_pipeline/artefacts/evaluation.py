@@ -9,17 +9,17 @@ from ..foundation import paths
 from ..foundation.dataset_facts import NUM_CLASSES
 from ..foundation.errors import remake
 from . import storage
-from .record import Record
+from .json_model import JsonModel
 
 Fraction = Annotated[float, Field(ge=0, le=1)]
 
 
-class ClassScores(Record):
+class ClassScores(JsonModel):
     precision: Fraction
     recall: Fraction
 
 
-class EvalHeadline(Record):
+class EvalHeadline(JsonModel):
     """metrics/evaluate/<variant>.json, the figures DVC lists as metrics."""
 
     test_accuracy: Fraction
@@ -37,7 +37,7 @@ class EvalMetrics(EvalHeadline):
         return EvalHeadline(test_accuracy=self.test_accuracy, test_loss=float(f"{self.test_loss:.4g}"))
 
 
-class EvalDetails(Record):
+class EvalDetails(JsonModel):
     """metrics/evaluate/<variant>_details.json: the confusion matrix and every misclassified example."""
 
     confusion_matrix: Annotated[list[list[int]], Field(min_length=NUM_CLASSES, max_length=NUM_CLASSES)]
@@ -46,7 +46,7 @@ class EvalDetails(Record):
     predicted: list[int]
 
 
-class ConfusionRow(Record):
+class ConfusionRow(JsonModel):
     """One row of plots/confusion/<variant>.csv (DVC's confusion template)."""
 
     actual: int

@@ -11,13 +11,13 @@ from pydantic import ValidationError
 from ..foundation.dataset_facts import IMAGE_PIXELS, NUM_CLASSES
 from ..foundation.errors import missing, remake
 from . import atomic
-from .record import Record
+from .json_model import JsonModel
 
 METADATA_KEY = "mnist_jax_pipeline"
 HostParams = list[tuple[np.ndarray, np.ndarray]]  # (weight, bias) per layer, on the host
 
 
-class ModelMetadata(Record):
+class ModelMetadata(JsonModel):
     variant: str
     layer_sizes: list[int]
     params_sha256: str  # digest of the model and train parameters that made it

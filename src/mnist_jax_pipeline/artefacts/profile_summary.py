@@ -7,7 +7,7 @@ from typing import Literal
 from ..foundation import paths
 from ..foundation.errors import remake
 from . import storage
-from .record import Record
+from .json_model import JsonModel
 
 # How to install pprof and Graphviz, written into the summary and shown by the report when missing
 INSTALL_HINT = (
@@ -17,7 +17,7 @@ INSTALL_HINT = (
 )
 
 
-class Allocation(Record):
+class Allocation(JsonModel):
     """One sample of a snapshot: bytes and count of live buffers sharing labels and stack."""
 
     bytes: int
@@ -33,7 +33,7 @@ def short_frame(frame: str) -> str:
     return f"{name} ({Path(place).name})" if name and place else frame
 
 
-class Executables(Record):
+class Executables(JsonModel):
     """The compiled executables live at a snapshot, folded into one line (the CPU backend gives them
     0 bytes: it does not report code size to the profiler)."""
 
@@ -42,7 +42,7 @@ class Executables(Record):
     bytes: int
 
 
-class SnapshotDiff(Record):
+class SnapshotDiff(JsonModel):
     """A snapshot minus an earlier one (pprof's -diff_base): what the step added. Rows are matched
     by kind and stack, as pprof matches them; bytes and counts are signed."""
 
@@ -51,7 +51,7 @@ class SnapshotDiff(Record):
     rows: list[Allocation]  # largest change first (absolute bytes), executables left out
 
 
-class Snapshot(Record):
+class Snapshot(JsonModel):
     file: str
     total_bytes: int
     total_allocations: int
@@ -62,12 +62,12 @@ class Snapshot(Record):
     diff: SnapshotDiff | None = None
 
 
-class PeakMemory(Record):
+class PeakMemory(JsonModel):
     bytes: int
     source: str  # device memory_stats, or the process's peak RSS
 
 
-class PprofTools(Record):
+class PprofTools(JsonModel):
     available: bool
     binary: str | None = None  # None: not on PATH
     dot: str | None = None
@@ -75,7 +75,7 @@ class PprofTools(Record):
     install_hint: str
 
 
-class OpRow(Record):
+class OpRow(JsonModel):
     """One op of the traced steps: an HLO instruction of the compiled step, or (op by op) one
     executable. Times are summed over every traced step."""
 
@@ -89,7 +89,7 @@ class OpRow(Record):
     hlo: str = ""  # shape and kind, e.g. '[128,512] fusion[kCustom:dot]'
 
 
-class MatmulTotals(Record):
+class MatmulTotals(JsonModel):
     """The matrix products of the traced steps together."""
 
     ops: int
@@ -99,7 +99,7 @@ class MatmulTotals(Record):
     gflops_per_s: float  # flops / wall time
 
 
-class TimelineEvent(Record):
+class TimelineEvent(JsonModel):
     lane: str  # the thread it ran on
     op: str
     start_us: float  # from the window's start
@@ -108,7 +108,7 @@ class TimelineEvent(Record):
     matmul: bool
 
 
-class Timeline(Record):
+class Timeline(JsonModel):
     """The op events of one step (the last traced; for a scanned epoch, one iteration in its middle)."""
 
     title: str
@@ -116,7 +116,7 @@ class Timeline(Record):
     events: list[TimelineEvent]
 
 
-class OpTable(Record):
+class OpTable(JsonModel):
     """Where the traced steps' time went, op by op."""
 
     module: str | None = None  # the compiled step's HLO module; None: op by op, one row per executable
@@ -138,7 +138,7 @@ class OpTable(Record):
         return self.self_us / self.step_us if self.step_us else 0.0
 
 
-class Trace(Record):
+class Trace(JsonModel):
     """The execution trace the stage recorded (files relative to the variant's profile folder)."""
 
     logdir: str  # open with XProf or TensorBoard: --logdir <profile folder>/<logdir>
@@ -151,7 +151,7 @@ class Trace(Record):
     table: OpTable
 
 
-class ProfileSummary(Record):
+class ProfileSummary(JsonModel):
     variant: str
     device: str
     device_kind: str

@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from .atomic import TMP_PREFIX
-from .record import Record
+from .json_model import JsonModel
 
 IGNORED = (".snakemake_timestamp", "__pycache__", ".gitignore")  # never part of an output: tools' own files
 
 
-class Execution(Record):
+class Execution(JsonModel):
     """How the job ran: which tool ran it, when, and what its checks cost (none of it decides freshness)."""
 
     tool: str  # "snakemake", "dvc", or "mnist-pipeline" (run by hand)
@@ -24,7 +24,7 @@ class Execution(Record):
     checks_s: float  # seconds spent checking the records upstream before the stage's own work
 
 
-class Stamp(Record):
+class Record(JsonModel):
     stage: str  # 'preprocess', 'train@jit'
     params: dict[str, Any]  # the params.yaml sections the stage read
     code: dict[str, str]

@@ -8,10 +8,10 @@ from pydantic import Field
 from ..foundation import paths
 from ..foundation.errors import remake
 from . import storage
-from .record import Record
+from .json_model import JsonModel
 
 
-class EpochRecord(Record):
+class EpochRow(JsonModel):
     """One row of plots/train/<variant>.csv."""
 
     epoch: int = Field(ge=1)
@@ -21,13 +21,13 @@ class EpochRecord(Record):
     test_accuracy: float
 
 
-class VariantEpoch(EpochRecord):
+class VariantEpoch(EpochRow):
     """One row of plots/variants.csv: an epoch of one variant."""
 
     variant: str
 
 
-class XlaAnalysis(Record):
+class XlaAnalysis(JsonModel):
     """XLA's figures for the compiled unit of training: one step, or one epoch for jit_scan."""
 
     argument_bytes: int
@@ -40,7 +40,7 @@ class XlaAnalysis(Record):
     bytes_accessed: float | None = None
 
 
-class TrainHeadline(Record):
+class TrainHeadline(JsonModel):
     """metrics/train/<variant>.json, the metrics DVC lists: few and rounded, so `dvc metrics show` fits a terminal."""
 
     compile_s: float | None = None  # seconds; absent when nothing is compiled (nojit)
@@ -49,7 +49,7 @@ class TrainHeadline(Record):
     train_loss: float  # the last epoch's
 
 
-class TrainMetrics(Record):
+class TrainMetrics(JsonModel):
     """metrics/train/<variant>.full.json: every figure of a training run, numbers only."""
 
     epochs: int
@@ -77,7 +77,7 @@ class TrainMetrics(Record):
         )
 
 
-class RunInfo(Record):
+class RunInfo(JsonModel):
     """metrics/train/<variant>.run.json: the device, versions and host of a training run, and how busy it was."""
 
     variant: str
@@ -114,8 +114,8 @@ def read_run(variant: str, root: str | Path = ".") -> RunInfo:
     return run
 
 
-def read_history(variant: str, root: str | Path = ".") -> list[EpochRecord]:
+def read_history(variant: str, root: str | Path = ".") -> list[EpochRow]:
     path, made_by = paths.TRAIN_HISTORY.at(variant, root), paths.TRAIN_HISTORY.stage(variant)
-    if not (rows := storage.read_rows(path, EpochRecord, made_by)):
+    if not (rows := storage.read_rows(path, EpochRow, made_by)):
         raise remake(path, "no epochs", made_by)
     return rows

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from ..artefacts import atomic, evaluation, training
 from ..artefacts.evaluation import EvalHeadline
 from ..artefacts.provenance import Hashes
-from ..artefacts.training import EpochRecord, TrainHeadline
+from ..artefacts.training import EpochRow, TrainHeadline
 from ..config import sweeps
 from ..config.params import load
 from ..foundation import paths
@@ -61,7 +61,7 @@ class Run:
     params: dict[str, Any]  # flat: dotted key -> value
     train: TrainHeadline
     evaluation: EvalHeadline
-    history: list[EpochRecord]
+    history: list[EpochRow]
     busy: str | None = None  # what made the machine busy while it trained; None: calm, or unknown (an experiment's)
 
 
@@ -94,7 +94,7 @@ def from_sweep(sweep: sweeps.Sweep) -> list[Run]:
     return runs
 
 
-def _history(rev: str | None, variant: str) -> list[EpochRecord]:
+def _history(rev: str | None, variant: str) -> list[EpochRow]:
     """A variant's epochs as a commit holds them (the workspace's where `rev` is None); none if unreadable."""
     path = paths.TRAIN_HISTORY.at(variant).as_posix()
     if rev is None:
@@ -103,7 +103,7 @@ def _history(rev: str | None, variant: str) -> list[EpochRecord]:
         done = subprocess.run(["git", "show", f"{rev}:{path}"], capture_output=True, text=True)
         text = done.stdout if done.returncode == 0 else ""
     try:
-        return [EpochRecord.model_validate(row, strict=False) for row in csv.DictReader(io.StringIO(text))]
+        return [EpochRow.model_validate(row, strict=False) for row in csv.DictReader(io.StringIO(text))]
     except ValidationError:
         return []
 

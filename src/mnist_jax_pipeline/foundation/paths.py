@@ -87,7 +87,7 @@ ARTEFACTS += (REPORT_FIGURES,)
 PROVENANCE = "provenance"  # each job's provenance record, beside its outputs under the same root
 
 
-def stamp(stage: str, per_variant: bool) -> Artefact:
+def record(stage: str, per_variant: bool) -> Artefact:
     """The provenance record a stage writes with its outputs: provenance/train_{variant}.json, say."""
     return Artefact(f"{PROVENANCE}/{stage}{'_{variant}' if per_variant else ''}.json", stage)
 

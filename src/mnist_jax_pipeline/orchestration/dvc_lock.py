@@ -40,7 +40,7 @@ sys.exit(main(["commit", "--force", *sys.argv[1:]]))
 def fingerprint(jobs: Iterable[Job]) -> str:
     """SHA-256 of dvc.lock and of every job's provenance record, in order."""
     digest = hashlib.sha256()
-    for path in (DVC_LOCK, *(job.stamp_path for job in jobs)):
+    for path in (DVC_LOCK, *(job.record_path for job in jobs)):
         digest.update(path.as_posix().encode() + b"\0")
         try:
             digest.update(hashlib.sha256(path.read_bytes()).digest())

@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path, PurePath
 from typing import Any
 
-from ..artefacts.provenance import Execution, Stamp, changed_files
+from ..artefacts.provenance import Execution, Record, changed_files
 from ..config.params import Params, load
 from ..foundation import console, paths, variants
 from ..foundation.errors import PipelineError
@@ -46,7 +46,7 @@ def find_job(rel: PurePath) -> Job | None:
     """The job whose output (or record) `rel` is, or lies inside; a sweep point's under its folder."""
     point = rel.parts[:1] == (console.SWEEPS.name,) and len(rel.parts) > 3
     jobs = all_jobs(variants.names(), Path(*rel.parts[:3]) if point else Path("."))
-    inside = (job for job in jobs if any(Path(rel).is_relative_to(out) for out in [*job.outputs(), job.stamp_path]))
+    inside = (job for job in jobs if any(Path(rel).is_relative_to(out) for out in [*job.outputs(), job.record_path]))
     return next((job for job in inside if not point or job.stage.name in stage_table.POINT_STAGES), None)
 
 
@@ -69,10 +69,10 @@ def pack(items: list[str], first: str) -> list[str]:
     return [line.replace(NBSP, " ") for line in wrap.wrap(text)] or [first]
 
 
-def params_lines(stamp: Stamp, now: dict[str, Any], where: str) -> list[str]:
+def params_lines(record: Record, now: dict[str, Any], where: str) -> list[str]:
     """One line (wrapped) per params section of the record: key=value, a value that differs now with its new one."""
     lines: list[str] = []
-    for section, values in stamp.params.items():
+    for section, values in record.params.items():
         current = now.get(section)
         pairs = [("", values, current)]  # a section that is one value (variants)
         if isinstance(values, dict):
@@ -83,19 +83,19 @@ def params_lines(stamp: Stamp, now: dict[str, Any], where: str) -> list[str]:
     return lines or [_label("params") + "none"]
 
 
-def code_lines(stamp: Stamp, stage: stage_table.Stage) -> list[str]:
+def code_lines(record: Record, stage: stage_table.Stage) -> list[str]:
     """The count of code files, the stage's own module first, a few with short digests."""
     own = f"{CODE_ROOT.as_posix()}/{COMMANDS[stage.name].module.partition(':')[0].replace('.', '/')}.py"
-    names = sorted(stamp.code, key=lambda name: (name != own, name))
-    shown = [f"{name} {short(stamp.code[name])}" for name in names[:CODE_SHOWN]]
+    names = sorted(record.code, key=lambda name: (name != own, name))
+    shown = [f"{name} {short(record.code[name])}" for name in names[:CODE_SHOWN]]
     shown += [f"and {len(names) - CODE_SHOWN} more"] if len(names) > CODE_SHOWN else []
     return pack(shown, _label("code") + f"{len(names)} files: ")
 
 
-def input_lines(stamp: Stamp, job: Job, checker: Checker) -> list[str]:
+def input_lines(record: Record, job: Job, checker: Checker) -> list[str]:
     """Each input the record lists, grouped by the output of the job upstream it belongs to (a file: its digest)."""
     lines: list[str] = []
-    left = dict(stamp.inputs)
+    left = dict(record.inputs)
     for producer, read in job.producers(checker.params.variants):
         for name in (path.as_posix() for path in read):
             mine = {k[len(name) + 1 :]: left.pop(k) for k in list(left) if k == name or k.startswith(name + "/")}
@@ -116,12 +116,12 @@ def run_line(run: Execution) -> str:
     return _label("ran by") + f"{run.tool}, {start:%Y-%m-%d %H:%M:%S} UTC, {(end - start).total_seconds():.1f} s"
 
 
-def file_line(rel: Path, job: Job, stamp: Stamp, checker: Checker) -> str:
+def file_line(rel: Path, job: Job, record: Record, checker: Checker) -> str:
     """Whether the file (or folder) named is as the record lists it."""
     name = rel.as_posix()
-    recorded = {k: v for k, v in stamp.outputs.items() if k == name or k.startswith(name + "/")}
+    recorded = {k: v for k, v in record.outputs.items() if k == name or k.startswith(name + "/")}
     now = checker.hashes.tree([rel]) if recorded else {}
-    if rel == job.stamp_path:
+    if rel == job.record_path:
         return _label("file") + "the job's provenance record itself"
     if not recorded and rel.exists():
         return _label("file") + f"not among the files '{job.name}' recorded; it did not write it"
@@ -170,11 +170,11 @@ def _name(job: Job) -> str:
 
 def not_recorded(rel: Path, job: Job, why: str, make: str | None = None) -> list[str]:
     """The job has no record of its own: the path is not made yet, or not by it; the command that makes it."""
-    there = rel.exists() and rel != job.stamp_path
+    there = rel.exists() and rel != job.record_path
     state = "there, but not recorded as made by it" if there else "not made yet"
     if make is None:
         make = job.fix() if there or job.root != Path(".") else f"snakemake --cores all, or dvc repro {job.name}"
-    return [str(rel), _label("made by") + f"{_name(job)}: {state} ({job.stamp_path}: {why})", _label("fix") + make]
+    return [str(rel), _label("made by") + f"{_name(job)}: {state} ({job.record_path}: {why})", _label("fix") + make]
 
 
 def explain(path: str, params_path: str = "params.yaml") -> list[str]:
@@ -194,12 +194,12 @@ def explain(path: str, params_path: str = "params.yaml") -> list[str]:
     gone = swept if isinstance(swept, str) else None
     sweep_file = f"{job.root.parent}.yaml"
     checker = Checker(swept, sweep_file) if isinstance(swept, Params) else Checker(load(params_file), str(params_file))
-    if (stamp := checker.read(job)) is None or stamp.stage != job.name:
-        why = "not a record of this job" if job.stamp_path.exists() else "no such record"
+    if (record := checker.read(job)) is None or record.stage != job.name:
+        why = "not a record of this job" if job.record_path.exists() else "no such record"
         return not_recorded(rel, job, why, gone.rpartition("; ")[2] if gone else unlisted(job, checker))
-    lines = [str(rel), _label("made by") + f"{_name(job)}, recorded in {job.stamp_path}", run_line(stamp.run)]
-    lines += params_lines(stamp, checker.made_from(job), checker.params_path) + code_lines(stamp, job.stage)
-    lines += input_lines(stamp, job, checker) + [file_line(rel, job, stamp, checker)]
+    lines = [str(rel), _label("made by") + f"{_name(job)}, recorded in {job.record_path}", run_line(record.run)]
+    lines += params_lines(record, checker.made_from(job), checker.params_path) + code_lines(record, job.stage)
+    lines += input_lines(record, job, checker) + [file_line(rel, job, record, checker)]
     return lines + current_lines(job, checker, gone)
 
 

@@ -36,26 +36,26 @@ class Checker(Recorder):
         """Why the job's outputs are not current, first things first; [] when they are."""
         if job in self._problems:
             return self._problems[job]
-        stamp, first = self.read(job), (job.outputs() or [job.stamp_path])[0]
-        if stamp is None or stamp.stage != job.name:
+        record, first = self.read(job), (job.outputs() or [job.record_path])[0]
+        if record is None or record.stage != job.name:
             absent = [p for p in job.outputs() if not p.exists()]
             why = f"{absent[0]}: missing" if absent else f"{first}: not recorded as made by '{job.name}'"
-            found = [f"{why} ({job.stamp_path}: {'not a record of it' if job.stamp_path.exists() else 'missing'})"]
+            found = [f"{why} ({job.record_path}: {'not a record of it' if job.record_path.exists() else 'missing'})"]
         else:
             now, found = self.hashes.tree(job.outputs()), []
-            for name in changed_files(now, stamp.outputs):
+            for name in changed_files(now, record.outputs):
                 if name not in now:
                     found.append(f"{name}: missing")
-                elif name in stamp.outputs:
+                elif name in record.outputs:
                     found.append(f"{name}: changed since '{job.name}' wrote it")
                 else:
                     found.append(f"{name}: not written by '{job.name}'")
             for section, value in self.made_from(job).items():
-                differs = _first_difference(stamp.params.get(section), value, section)
+                differs = _first_difference(record.params.get(section), value, section)
                 if differs:
                     found.append(f"{first}: made with {differs.replace(' now', ' in ' + self.params_path)}")
-            found += _changed(first, "by other code", self.code(job.stage), stamp.code)
-            found += _changed(first, "from other inputs", self.inputs(job), stamp.inputs)
+            found += _changed(first, "by other code", self.code(job.stage), record.code)
+            found += _changed(first, "from other inputs", self.inputs(job), record.inputs)
             if not job.stage.per_variant and any(a.per_variant for a in job.stage.inputs):  # DVC reads folders whole
                 from ..artefacts.dropped import left
 
@@ -94,5 +94,5 @@ class Checker(Recorder):
 
     def stale(self, candidates: list[Job]) -> dict[Job, list[str]]:
         """{job: its problems} of the jobs that are not current."""
-        self.hashes.prefetch([p for job in candidates if job.stamp_path.exists() for p in job.outputs()])
+        self.hashes.prefetch([p for job in candidates if job.record_path.exists() for p in job.outputs()])
         return {job: found for job in candidates if (found := self.problems(job))}

@@ -142,7 +142,7 @@ def _outputs(stage: Stage, prefix: str = "") -> list[str]:
             files = f'expand("{prefix}{artefact.path}/{kind}", variant=VARIANT_LIST)'
             items.append(f"{kind.split('_{')[0]}=update(report({files}, **{shown}))")
         items += [f'{folder}=update(directory("{prefix}{artefact.path}/{folder}"))' for folder in artefact.folders]
-    return [*items, f'record=update("{prefix}{stage.stamp.path}")']
+    return [*items, f'record=update("{prefix}{stage.record.path}")']
 
 
 def _inputs(stage: Stage, prefix: str = "") -> list[str]:
@@ -151,9 +151,9 @@ def _inputs(stage: Stage, prefix: str = "") -> list[str]:
     records, files = [], []
     for artefact in stage.inputs:
         where = "" if artefact.made_by in SHARED else prefix
-        records += [r for r in _files(get(artefact.made_by).stamp, stage, where) if r not in records]
+        records += [r for r in _files(get(artefact.made_by).record, stage, where) if r not in records]
         files += [f"ancient({f})" for f in _files(artefact, stage, where)]
-    return [f'"{MARKERS}/{prefix}{Path(stage.stamp.path).name}"', *records, *files]
+    return [f'"{MARKERS}/{prefix}{Path(stage.record.path).name}"', *records, *files]
 
 
 def _rule(stage: Stage) -> list[str]:

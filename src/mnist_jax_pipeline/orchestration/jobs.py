@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artefacts import atomic
-from ..artefacts.provenance import Execution, Hashes, Stamp, file_sha256, files_under
+from ..artefacts.provenance import Execution, Hashes, Record, file_sha256, files_under
 from ..config.params import Params
 from ..foundation import LOADED_NS, NOT_INSTALLED, package_version
 from ..foundation.errors import PipelineError
@@ -31,8 +31,8 @@ class Job:
         return f"{self.stage.name}@{self.variant}" if self.variant else self.stage.name
 
     @property
-    def stamp_path(self) -> Path:
-        return self.stage.stamp.at(self.variant, self.root)
+    def record_path(self) -> Path:
+        return self.stage.record.at(self.variant, self.root)
 
     def outputs(self) -> list[Path]:
         return [a.at(self.variant, self.root) for a in self.stage.artefacts]
@@ -99,9 +99,9 @@ class Recorder:
         values = self.params.to_dict()
         return {section: values[section] for section in job.stage.params}
 
-    def read(self, job: Job) -> Stamp | None:
+    def read(self, job: Job) -> Record | None:
         try:
-            return Stamp.model_validate_json(job.stamp_path.read_bytes())
+            return Record.model_validate_json(job.record_path.read_bytes())
         except (OSError, ValueError):  # pydantic's ValidationError is a ValueError
             return None
 
@@ -134,7 +134,7 @@ class Recorder:
 
     def write(self, job: Job, inputs: dict[str, str], execution: Execution) -> None:
         """Write the job's record, once its outputs are in place."""
-        stamp = Stamp(
+        record = Record(
             stage=job.name,
             params=self.made_from(job),
             code=self.code(job.stage),
@@ -143,4 +143,4 @@ class Recorder:
             versions={name: package_version(name) or NOT_INSTALLED for name in VERSIONS.split()},
             run=execution,
         )
-        atomic.write_text(job.stamp_path, stamp.model_dump_json(indent=2, exclude_none=True) + "\n")
+        atomic.write_text(job.record_path, record.model_dump_json(indent=2, exclude_none=True) + "\n")

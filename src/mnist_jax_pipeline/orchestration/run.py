@@ -207,7 +207,7 @@ def stage(args: argparse.Namespace, command: Command) -> Iterator[Callable[[argp
         from .freshness import Checker
 
         inputs = Checker(checker.params, checker.params_path, checker.hashes).check_inputs(job)
-    atomic.claim(*job.outputs(), job.stamp_path)
+    atomic.claim(*job.outputs(), job.record_path)
     spent += time.perf_counter() - clock
     with atomic.together():
         yield function

@@ -72,7 +72,7 @@ class Stopper:
 
 
 def marker(job: Job) -> Path:
-    return MARKERS / job.root / job.stage.stamp.at(job.variant).name
+    return MARKERS / job.root / job.stage.record.at(job.variant).name
 
 
 def mark_one(path: Path, reasons: list[str] | None, outputs: list[Path]) -> None:
@@ -94,9 +94,9 @@ def mark_one(path: Path, reasons: list[str] | None, outputs: list[Path]) -> None
 
 def mark(jobs: Iterable[Job], stale: Mapping[Job, list[str]]) -> None:
     for job in jobs:
-        mark_one(marker(job), stale.get(job), [*job.outputs(), job.stamp_path])
+        mark_one(marker(job), stale.get(job), [*job.outputs(), job.record_path])
         with contextlib.suppress(OSError):  # not 0: Snakemake reads an output time of 0 as none
-            os.utime(job.stamp_path, (1, 1))
+            os.utime(job.record_path, (1, 1))
 
 
 def declared(job: Job, variants: tuple[str, ...]) -> list[str]:
@@ -107,7 +107,7 @@ def declared(job: Job, variants: tuple[str, ...]) -> list[str]:
         found += artefact.files_at(job.variant or "", job.root) if artefact.files else [base]
         found += [base / name.format(variant=v) for name in artefact.variant_files for v in variants]
         found += [base / name for name in artefact.folders]
-    return [p.as_posix() for p in [*found, job.stamp_path]]
+    return [p.as_posix() for p in [*found, job.record_path]]
 
 
 class Pipeline:
@@ -139,7 +139,7 @@ class Pipeline:
         mark(self.jobs, self.stale)
         if workflow.output_settings.verbose:
             for job, reasons in self.stale.items():
-                if job.stamp_path.exists():  # a job never run needs no explanation
+                if job.record_path.exists():  # a job never run needs no explanation
                     print(f"{job.name}: not current: {reasons[0]}", file=sys.stderr)
         self.refuse([Path(p) for job in self.jobs for p in declared(job, self.variants)], probe=False)
         for message in self.sweep_errors:

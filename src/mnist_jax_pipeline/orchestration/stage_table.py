@@ -11,10 +11,11 @@ from ..config.params import SECTIONS
 from ..foundation import paths
 
 CORE = (
-    "cli.py artefacts/atomic.py artefacts/dropped.py artefacts/ownership.py artefacts/provenance.py artefacts/record.py"
-    " config/params.py config/refusals.py foundation/console.py foundation/dataset_facts.py foundation/errors.py"
-    " foundation/numerics.py foundation/paths.py foundation/stops.py foundation/variants.py orchestration/commands.py"
-    " orchestration/freshness.py orchestration/jobs.py orchestration/run.py orchestration/stage_table.py"
+    "cli.py artefacts/atomic.py artefacts/dropped.py artefacts/json_model.py artefacts/ownership.py"
+    " artefacts/provenance.py config/params.py config/refusals.py foundation/console.py foundation/dataset_facts.py"
+    " foundation/errors.py foundation/numerics.py foundation/paths.py foundation/stops.py foundation/variants.py"
+    " orchestration/commands.py orchestration/freshness.py orchestration/jobs.py orchestration/run.py"
+    " orchestration/stage_table.py"
 )
 DATA = "artefacts/dataset.py artefacts/storage.py"
 TIMED = f"{DATA} foundation/runtime.py artefacts/model_file.py"
@@ -33,15 +34,15 @@ class Stage:
     @property
     def outputs(self) -> tuple[paths.Artefact, ...]:
         """What it writes: its artefacts, then its provenance record."""
-        return (*self.artefacts, self.stamp)
+        return (*self.artefacts, self.record)
 
     @property
     def artefacts(self) -> tuple[paths.Artefact, ...]:
         return tuple(a for a in paths.ARTEFACTS if a.made_by == self.name)
 
     @property
-    def stamp(self) -> paths.Artefact:
-        return paths.stamp(self.name, self.per_variant)
+    def record(self) -> paths.Artefact:
+        return paths.record(self.name, self.per_variant)
 
     def cmd(self, variant: str) -> str:
         """The command line; `variant` is the placeholder (or name) filled in for a per-variant stage."""

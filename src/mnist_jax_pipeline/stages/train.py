@@ -16,7 +16,7 @@ import numpy as np
 from ..artefacts import storage
 from ..artefacts.dataset import load_split
 from ..artefacts.model_file import ModelMetadata, save_model
-from ..artefacts.training import EpochRecord, RunInfo, TrainMetrics, XlaAnalysis
+from ..artefacts.training import EpochRow, RunInfo, TrainMetrics, XlaAnalysis
 from ..config.params import Params, load
 from ..foundation import console, paths, variants
 from ..foundation.errors import PipelineError
@@ -36,7 +36,7 @@ class Dataset:
 
 
 @dataclass(frozen=True)
-class Run:
+class TrainingResult:
     state: TrainState
     compile_seconds: float | None
     epoch_seconds: list[float]
@@ -60,7 +60,7 @@ def run_epochs(
     epochs: int,
     after_epoch: Callable[[int, float, TrainState], None] = lambda *_: None,
     before_epoch: Callable[[int], None] = lambda _: None,
-) -> Run:
+) -> TrainingResult:
     """Compile (timed apart), then run and time `epochs` epochs; `before_epoch` and `after_epoch` run untimed."""
     state = jax.block_until_ready(loop.place(state))
     compile_seconds = loop.compile(state)
@@ -72,10 +72,12 @@ def run_epochs(
         state = jax.block_until_ready(loop.run_epoch(state, epoch))
         epoch_seconds.append(time.perf_counter() - start)
         after_epoch(epoch, epoch_seconds[-1], state)
-    return Run(state, compile_seconds, epoch_seconds, loop.analysis())
+    return TrainingResult(state, compile_seconds, epoch_seconds, loop.analysis())
 
 
-def train(params: Params, variant_name: str, data: Dataset, *, label: str = "") -> tuple[Run, list[EpochRecord]]:
+def train(
+    params: Params, variant_name: str, data: Dataset, *, label: str = ""
+) -> tuple[TrainingResult, list[EpochRow]]:
     """Train one variant, its progress named `label` (by default `train@<variant>`); the run and its per-epoch
     history. A non-finite loss stops it."""
     variant = variants.get(variant_name)
@@ -83,7 +85,7 @@ def train(params: Params, variant_name: str, data: Dataset, *, label: str = "") 
     loop = loops.build(variant, inputs)
     steps = steps_per_epoch(len(data.train_labels), params.train.batch_size)
     bar = EpochProgress(label or f"train@{variant.name}", params.train.epochs, steps, lambda: loop.steps_done)
-    history: list[EpochRecord] = []
+    history: list[EpochRow] = []
 
     def after_epoch(epoch: int, seconds: float, state: TrainState) -> None:
         train_loss, train_acc = loss_and_accuracy(state.params, data.train_images, data.train_labels)
@@ -93,14 +95,14 @@ def train(params: Params, variant_name: str, data: Dataset, *, label: str = "") 
                 f"train@{variant.name}: the loss became {train_loss} at epoch {epoch}; lower train.step_size"
                 f" (now {params.train.step_size}) in params.yaml. No model was written"
             )
-        record = EpochRecord(
+        row = EpochRow(
             epoch=epoch,
             epoch_seconds=round(seconds, 6),
             train_loss=train_loss,
             train_accuracy=train_acc,
             test_accuracy=test_acc,
         )
-        history.append(record)
+        history.append(row)
         bar.epoch_finished(epoch, seconds, train_loss, train_acc, test_acc)
 
     try:
@@ -110,7 +112,7 @@ def train(params: Params, variant_name: str, data: Dataset, *, label: str = "") 
     return run, history
 
 
-def summarize(run: Run, history: list[EpochRecord], examples: int, batch_size: int) -> TrainMetrics:
+def summarize(run: TrainingResult, history: list[EpochRow], examples: int, batch_size: int) -> TrainMetrics:
     """The run's figures: the median epoch (of those after the first), totals and the last epoch's accuracies."""
     seconds = [h.epoch_seconds for h in history]
     median = statistics.median(seconds[1:] or seconds)
@@ -151,4 +153,4 @@ def main(args: argparse.Namespace) -> None:
     storage.write_model(paths.TRAIN_METRICS.at(variant, root), metrics)
     run_info = RunInfo(variant=variant, **device_info(), **conditions.fields())
     storage.write_model(paths.TRAIN_RUN.at(variant, root), run_info)
-    storage.write_rows(paths.TRAIN_HISTORY.at(variant, root), history, EpochRecord)
+    storage.write_rows(paths.TRAIN_HISTORY.at(variant, root), history, EpochRow)

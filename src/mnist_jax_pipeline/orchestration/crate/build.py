@@ -218,7 +218,7 @@ class CrateBuilder:
             self.value(_fragment("params", *key, name), name, json.dumps(value, sort_keys=True), f"params.yaml#{name}")
             for name, value in sorted(job.record.params.items())
         ]
-        record = self.file(job.stamp_path.as_posix(), description=f"the provenance record of '{job.label}'")
+        record = self.file(job.record_path.as_posix(), description=f"the provenance record of '{job.label}'")
         root = f" --root {job.root.as_posix()}" if job.root != Path(".") else ""
         action = self.crate.add_action(
             tool,

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ...artefacts.provenance import Hashes, Stamp
+from ...artefacts.provenance import Hashes, Record
 from ...config import sweeps
 from ...config.params import DEFAULT_PARAMS, Params, load, validate
 from ...foundation import paths
@@ -24,7 +24,7 @@ RERUN = "snakemake --cores all, or dvc repro"
 class RecordedJob(Job):
     """A job (`train@jit` under the project root, or a sweep point's folder) with its record."""
 
-    record: Stamp
+    record: Record
 
     @property
     def label(self) -> str:
@@ -55,7 +55,7 @@ def untimely(times: dict[str, Any], start: str = "startTime", end: str = "endTim
     return found
 
 
-def untrue(record: Stamp) -> str | None:
+def untrue(record: Record) -> str | None:
     """The first thing the record states that cannot be so: a time that is not an ISO 8601 time with its zone, an
     end before its start, a file outside the project (absolute, or through '..'); None when there is nothing."""
     found = untimely({"run.started": record.run.started, "run.ended": record.run.ended}, "run.started", "run.ended")
@@ -70,13 +70,13 @@ def read(path: Path, hashes: Hashes) -> RecordedJob | str:
     """The job a record describes, or why it is left out (one line): unreadable, not this job's, stating what cannot
     be so, or a file it names now missing or changed."""
     try:
-        record = Stamp.model_validate_json(path.read_bytes())
+        record = Record.model_validate_json(path.read_bytes())
     except (OSError, ValueError, ValidationError):
         return f"{path}: not a provenance record (unreadable or damaged); re-run the stage that wrote it"
     name, _, variant = record.stage.partition("@")
     stage = next((stage for stage in stage_table.STAGES if stage.name == name), None)
     job = RecordedJob(stage, variant or None, path.parent.parent, record=record) if stage else None
-    if job is None or job.stamp_path != path:
+    if job is None or job.record_path != path:
         return f"{path}: names the job '{record.stage}', which does not write this record; delete it"
     if wrong := untrue(record):
         return f"{job.label} left out: {path}: {wrong}; re-run it to record it again ({RERUN})"
@@ -124,8 +124,8 @@ def _unrecorded(found: list[Path]) -> list[str]:
         variants = load(DEFAULT_PARAMS).variants
     except PipelineError as err:
         return [f"{err}; jobs without a record are not named"]
-    missing = [job for job in all_jobs(variants) if job.stamp_path not in found]
-    return [f"{job.name}: no record ({job.stamp_path}), so not in the crate; run it ({RERUN})" for job in missing]
+    missing = [job for job in all_jobs(variants) if job.record_path not in found]
+    return [f"{job.name}: no record ({job.record_path}), so not in the crate; run it ({RERUN})" for job in missing]
 
 
 def recorded_jobs(hashes: Hashes) -> tuple[list[RecordedJob], list[str]]:

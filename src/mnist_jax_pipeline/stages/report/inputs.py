@@ -13,7 +13,7 @@ from ...artefacts import evaluation, training
 from ...artefacts.dataset import Manifest, Stats, load_split, read_manifest, read_stats
 from ...artefacts.evaluation import EvalDetails, EvalMetrics
 from ...artefacts.profile_summary import ProfileSummary, read_summary
-from ...artefacts.training import EpochRecord, RunInfo, TrainMetrics
+from ...artefacts.training import EpochRow, RunInfo, TrainMetrics
 from ...foundation import paths
 
 
@@ -24,7 +24,7 @@ class VariantResults:
     name: str
     train: TrainMetrics
     run: RunInfo
-    history: list[EpochRecord]
+    history: list[EpochRow]
     evaluation: EvalMetrics
     details: EvalDetails
 

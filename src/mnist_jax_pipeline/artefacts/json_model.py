@@ -3,7 +3,7 @@
 from pydantic import BaseModel, ConfigDict
 
 
-class Record(BaseModel):
+class JsonModel(BaseModel):
     """A JSON artefact's type: no unknown key (a stale format is caught), finite numbers only."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)

@@ -31,7 +31,7 @@ from ..config.params import load
 from ..foundation import paths
 from ..foundation.errors import PipelineError
 from ..stages.report.conditions import short_causes
-from ..stages.report.figures import STYLE, data_uri, png_bytes
+from ..stages.report.figures import STYLE, data_uri, laid_out, png_bytes
 from ..stages.report.provenance import generated_at
 from ..stages.report.render import environment
 from ..stages.report.ticks import log_axis, within
@@ -163,8 +163,7 @@ def figures(runs: list[Run]) -> dict[str, Figure]:
     def drawn(plotted: Callable[[Run], Any]) -> list[tuple[int, Run, str]]:
         return [(g[0], runs[g[0]], " = ".join(runs[i].name for i in g)) for g in alike(runs, plotted)]
 
-    scatter = Figure(figsize=(6.5, 4), layout="constrained")
-    ax = scatter.subplots()
+    scatter, ax = laid_out((6.5, 4))
     for i, run, label in drawn(point):
         ax.scatter(run.train.train_s, 100 * run.evaluation.test_accuracy, **look(i), label=label, s=36, zorder=3)
     ax.set(
@@ -175,8 +174,7 @@ def figures(runs: list[Run]) -> dict[str, Figure]:
         ylim=within([100 * run.evaluation.test_accuracy for run in runs], top=100),
     )
     scatter.legend(loc="outside right upper", fontsize=7)
-    curves = Figure(figsize=(9, 3.4), layout="constrained")
-    loss_ax, acc_ax = curves.subplots(1, 2)
+    curves, (loss_ax, acc_ax) = laid_out((9, 3.4), 2)
     for i, run, label in drawn(curve):
         epochs = [h.epoch for h in run.history]
         loss_ax.plot(epochs, [h.train_loss for h in run.history], **look(i), markersize=3, label=label)
@@ -219,21 +217,18 @@ def write(
     data = frame(runs, keys)
     with mpl_style.context(["default", STYLE]):
         pictures = {name: data_uri(png_bytes(fig)) for name, fig in figures(runs).items()}
-    html = (
-        environment(autoescape=True)
-        .get_template("compare.html.j2")
-        .render(
-            title=title,
-            source=source,
-            keys=keys,
-            rows=[{**row, "params": {key: row[key] for key in keys}} for row in data.to_dict("records")],
-            figures=pictures,
-            identical=identical_notes(runs),
-            date=generated_at(),
-            notes=notes,
-            against=against,
-            generator=GENERATOR,
-        )
+    template = environment(autoescape=True).get_template("compare.html.j2")
+    html = template.render(
+        title=title,
+        source=source,
+        keys=keys,
+        rows=[{**row, "params": {key: row[key] for key in keys}} for row in data.to_dict("records")],
+        figures=pictures,
+        identical=identical_notes(runs),
+        date=generated_at(),
+        notes=notes,
+        against=against,
+        generator=GENERATOR,
     )
     written = {html_path: html}
     if csv_path is not None:

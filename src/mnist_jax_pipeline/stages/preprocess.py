@@ -114,9 +114,7 @@ def _split_stats(
     )
 
 
-def preprocess(
-    config: PreprocessConfig, raw_dir: str | Path = paths.RAW.path, out_dir: str | Path = paths.PROCESSED.path
-) -> Stats:
+def preprocess(config: PreprocessConfig, raw_dir: str | Path, out_dir: str | Path) -> Stats:
     """Run the preprocess stage; return the stats it wrote."""
     manifest = read_manifest(raw_dir)
     train_images, train_labels = load_raw_split(raw_dir, "train")

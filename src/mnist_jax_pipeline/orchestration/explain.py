@@ -19,9 +19,9 @@ from ..foundation import console, paths, variants
 from ..foundation.errors import PipelineError
 from . import stage_table
 from .commands import COMMANDS
-from .crate.records import point_params
 from .freshness import Checker
 from .jobs import CODE_ROOT, Job, all_jobs
+from .points import point_params
 
 CODE_SHOWN = 3  # code files named
 NBSP = "\xa0"  # joins an item's words: textwrap breaks lines at ASCII spaces only

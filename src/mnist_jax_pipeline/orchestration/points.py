@@ -1,11 +1,12 @@
-"""A sweep's points as jobs: each point's train and evaluate under its folder, checked as any job is; `compare`
-draws a sweep's page only of current points."""
+"""A sweep's points: the parameters its sweep file gives each now, and its train and evaluate jobs under its
+folder, checked as any job is; `compare` draws a sweep's page only of current points."""
 
 import argparse
+from pathlib import Path
 
 from ..artefacts.provenance import Hashes
 from ..config import sweeps
-from ..config.params import validate
+from ..config.params import DEFAULT_PARAMS, Params, validate
 from ..foundation import paths
 from ..foundation.errors import PipelineError
 from . import stage_table
@@ -22,6 +23,22 @@ def point_checker(sweep: sweeps.Sweep, point: sweeps.Point, hashes: Hashes) -> C
     """A checker of the point's jobs against the parameters the sweep gives it now."""
     params = validate(sweep.params(point), str(sweep.folder(point) / "params.yaml"))
     return Checker(params, sweeps.named(sweep.name).as_posix(), hashes)
+
+
+def point_params(folder: Path, params_path: str | Path = DEFAULT_PARAMS) -> Params | str:
+    """The parameters that its sweep file now gives the point whose folder is `folder` (sweeps/<sweep>/<point>), or
+    why it gives none (the file is missing or not valid, or does not list the point) with the fix."""
+    file = sweeps.FOLDER / f"{folder.parent.name}.yaml"
+    fix = f"list the point in {file}, or delete {folder}"
+    if not file.is_file():
+        return f"{file}: missing, so no sweep lists the point '{folder.name}'; {fix}"
+    try:
+        sweep = sweeps.load(file, params_path)
+    except PipelineError as err:
+        return str(err)
+    if (point := next((p for p in sweep.points if sweep.folder(p) == folder), None)) is None:
+        return f"{file} does not list the point '{folder.name}'; {fix}"
+    return validate(sweep.params(point), f"{file}, point {point.name}")
 
 
 def check_points(name: str, params_path: str) -> None:

@@ -11,11 +11,12 @@ from pydantic import ValidationError
 
 from ...artefacts.provenance import Hashes, Record
 from ...config import sweeps
-from ...config.params import DEFAULT_PARAMS, Params, load, validate
+from ...config.params import DEFAULT_PARAMS, load
 from ...foundation import paths
 from ...foundation.errors import PipelineError, clip
 from .. import stage_table
 from ..jobs import Job, all_jobs
+from ..points import point_params
 
 RERUN = "snakemake --cores all, or dvc repro"
 
@@ -85,22 +86,6 @@ def read(path: Path, hashes: Hashes) -> RecordedJob | str:
             state = f"changed since '{record.stage}' recorded it" if Path(file).is_file() else "missing"
             return f"{job.label} left out: {file}: {state}; re-run it to describe it ({RERUN})"
     return job
-
-
-def point_params(folder: Path, params_path: str | Path = DEFAULT_PARAMS) -> Params | str:
-    """The parameters that its sweep file now gives the point whose folder is `folder` (sweeps/<sweep>/<point>), or
-    why it gives none (the file is missing or not valid, or does not list the point) with the fix."""
-    file = sweeps.FOLDER / f"{folder.parent.name}.yaml"
-    fix = f"list the point in {file}, or delete {folder}"
-    if not file.is_file():
-        return f"{file}: missing, so no sweep lists the point '{folder.name}'; {fix}"
-    try:
-        sweep = sweeps.load(file, params_path)
-    except PipelineError as err:
-        return str(err)
-    if (point := next((p for p in sweep.points if sweep.folder(p) == folder), None)) is None:
-        return f"{file} does not list the point '{folder.name}'; {fix}"
-    return validate(sweep.params(point), f"{file}, point {point.name}")
 
 
 def _stale_point(folder: Path, jobs: list[RecordedJob]) -> str | None:

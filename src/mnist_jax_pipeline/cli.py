@@ -6,7 +6,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .foundation import console, package_version
+from .foundation import console, package_version, paths
 from .orchestration import run
 from .orchestration.commands import COMMANDS
 
@@ -15,7 +15,7 @@ DESCRIPTION = "A reproducible MNIST pipeline: one command per stage, and its too
 
 def _common(parser: argparse.ArgumentParser, default: bool) -> None:
     """--params and --verbose, before or after the command (after it, an option left out keeps its value)."""
-    params, verbose = ("params.yaml", False) if default else (argparse.SUPPRESS, argparse.SUPPRESS)
+    params, verbose = (paths.PARAMS, False) if default else (argparse.SUPPRESS, argparse.SUPPRESS)
     parser.add_argument("--params", default=params, help="parameters file (default: params.yaml)")
     parser.add_argument(
         "--verbose", "-v", action="store_true", default=verbose, help="debug logging and full tracebacks"

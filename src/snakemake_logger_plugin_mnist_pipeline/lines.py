@@ -16,9 +16,9 @@ from snakemake.logging import DefaultFormatter
 from snakemake_interface_logger_plugins.common import LogEvent
 
 from mnist_jax_pipeline.foundation.console import job_label
+from mnist_jax_pipeline.foundation.paths import MARKERS
 
 AGGREGATES = {"all", "sweeps"}  # rules that only gather other jobs' outputs
-MARKERS = ".snakemake/provenance/"  # a job's marker: its first line says why it is not current
 RECORD = re.compile(r"^(?:(?P<root>.+)/)?provenance/(?P<stage>[a-z]+)(?:_(?P<variant>\w+))?\.json$")
 SILENT = {LogEvent(name) for name in ("workflow_started", "job_started", "resources_info", "progress", "rulegraph")}
 SNAKEMAKES = re.compile(  # Snakemake's banner and chatter (left out), the path of its own log, the time the run took
@@ -71,7 +71,7 @@ def why(reason: str, inputs: list[str] | None = None) -> str:
     if "Forced execution" in parts:
         return "forced"
     updated, missing = parts.get("Updated input files", []), parts.get("Missing output files", [])
-    if markers := [name for name in [*updated, *(inputs or [] if missing else [])] if name.startswith(MARKERS)]:
+    if markers := [name for name in [*updated, *(inputs or [] if missing else [])] if name.startswith(MARKERS + "/")]:
         return marker_reason(markers[0])
     if upstream := parts.get("Input files updated by another job", []):
         # the jobs whose records are among the updated inputs

@@ -46,7 +46,7 @@ def not_ours(target: Path, command: str, signature: str, inside: str | None = No
         return f"inside {folder}/, {NEVER_WRITTEN[folder]}"
     if target.exists() and _tracked(target):
         return "tracked by git"
-    if resolved.name == paths.POINT_PARAMS:
+    if resolved.name == paths.PARAMS:
         return "a parameters file"
     if shared := next((f for f in VARIANT_FOLDERS if f in Path(*inner).parents), None):
         return f"inside {shared.as_posix()}/, a folder of the stages' per-variant outputs"

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from ..artefacts.evaluation import EvalHeadline
 from ..artefacts.training import TrainHeadline
-from ..config.params import DEFAULT_PARAMS, load
+from ..config.params import load
 from ..config.sweeps import dvc
 from ..foundation import paths
 from ..foundation.errors import PipelineError
@@ -75,7 +75,7 @@ def _rows(name: str, rev: str | None, data: dict[str, Any], left_out: list[str])
     if data.get("status") in ("Queued", "Running", "Failed") or not data:
         left_out.append(f"{name} ({(data.get('status') or 'no data').lower()})")
         return []
-    params = ((data.get("params") or {}).get(DEFAULT_PARAMS.name) or {}).get("data") or {}
+    params = ((data.get("params") or {}).get(paths.PARAMS) or {}).get("data") or {}
     metrics = data.get("metrics") or {}
     rows = []
     for variant in params.get("variants") or []:

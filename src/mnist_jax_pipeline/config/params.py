@@ -12,11 +12,10 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ..foundation import variants
+from ..foundation import paths, variants
 from ..foundation.dataset_facts import IMAGE_PIXELS, NUM_CLASSES, SPLIT_SIZES
 from ..foundation.errors import PipelineError, clip, read_text
 
-DEFAULT_PARAMS = Path("params.yaml")
 INT32_MAX = 2**31 - 1  # optax counts steps, and the scan loop epochs, in int32
 MAX_PARAMETERS = 100_000_000  # 400 MB of float32 weights, before gradients and optimizer state
 MAX_ACTIVATIONS = 2**29  # float32 elements of one batch's activations (2 GiB)
@@ -146,7 +145,7 @@ def split_sizes(available: int, config: PreprocessConfig) -> tuple[int, int]:
     return kept - held_out, held_out
 
 
-def validate(raw: Any, source: str = "params.yaml") -> Params:
+def validate(raw: Any, source: str = paths.PARAMS) -> Params:
     """Validate raw parameters; one line naming the key where they are not valid."""
     if not isinstance(raw, dict):
         raise PipelineError(
@@ -210,7 +209,7 @@ def read_yaml(path: str | Path, missing: str = "run from the project root or pas
     return parse_yaml(yaml_text(path, missing), path)
 
 
-def load(path: str | Path = DEFAULT_PARAMS) -> Params:
+def load(path: str | Path = paths.PARAMS) -> Params:
     """Read and validate a params file, once per process while the file stays as it is."""
     try:
         info = os.stat(path)

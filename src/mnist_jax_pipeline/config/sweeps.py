@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..artefacts import atomic
 from ..foundation import paths
 from ..foundation.errors import PipelineError, clip
-from .params import DEFAULT_PARAMS, VariantName, read_yaml, validate
+from .params import VariantName, read_yaml, validate
 
 FOLDER = Path("sweeps")
 SWEPT_SECTIONS = ("model", "train")  # download and preprocess stay shared by every point
@@ -137,7 +137,7 @@ def _read_spec(path: Path) -> SweepFile:
     return spec
 
 
-def load(path: str | Path, params_path: str | Path = DEFAULT_PARAMS) -> Sweep:
+def load(path: str | Path, params_path: str | Path = paths.PARAMS) -> Sweep:
     """A sweep file, every point checked as a params.yaml of its own, its changes kept as the validated values, keys
     sorted: `1` and `1.0` for a float, or the same keys in another order, make the same point."""
     path = Path(path)
@@ -172,7 +172,7 @@ def load(path: str | Path, params_path: str | Path = DEFAULT_PARAMS) -> Sweep:
     return Sweep(path.stem, spec.variant, tuple(points), base)
 
 
-def discover(folder: Path = FOLDER, params_path: str | Path = DEFAULT_PARAMS) -> tuple[dict[str, Sweep], list[str]]:
+def discover(folder: Path = FOLDER, params_path: str | Path = paths.PARAMS) -> tuple[dict[str, Sweep], list[str]]:
     """Every sweep of the project by name (sweeps/*.yaml, and a misnamed *.yml refused), and the one-line
     errors of the files that are not valid."""
     found: dict[str, Sweep] = {}
@@ -191,7 +191,7 @@ def write_point(args: argparse.Namespace) -> None:
     if (point := next((p for p in sweep.points if p.name == args.point), None)) is None:
         listed = clip(", ".join(p.name for p in sweep.points), 200)
         raise PipelineError(f"sweep '{sweep.name}': no point '{clip(args.point)}'; its points: {listed}")
-    atomic.write_text(sweep.folder(point) / paths.POINT_PARAMS, yaml.safe_dump(sweep.params(point), sort_keys=False))
+    atomic.write_text(sweep.folder(point) / paths.PARAMS, yaml.safe_dump(sweep.params(point), sort_keys=False))
 
 
 def dvc_commands(sweep: Sweep) -> list[list[str]]:

@@ -85,6 +85,7 @@ ARTEFACTS += (EVAL_HEADLINE, EVAL_METRICS, EVAL_DETAILS, CONFUSION, PROFILE, VAR
 ARTEFACTS += (REPORT_FIGURES,)
 
 PROVENANCE = "provenance"  # each job's provenance record, beside its outputs under the same root
+MARKERS = ".snakemake/provenance"  # a job's marker for Snakemake: its one input whose time is not ancient
 
 
 def record(stage: str, per_variant: bool) -> Artefact:
@@ -92,7 +93,7 @@ def record(stage: str, per_variant: bool) -> Artefact:
     return Artefact(f"{PROVENANCE}/{stage}{'_{variant}' if per_variant else ''}.json", stage)
 
 
-POINT_PARAMS = "params.yaml"  # a sweep point's parameters, in its folder
+PARAMS = "params.yaml"  # the parameters: at the project root, and in each sweep point's folder
 RUNTIME_LOCK = Path("requirements/runtime.txt")  # the locked runtime versions, exported from uv.lock
 COMPARE_HTML = "compare.html"  # a sweep's comparison page and table, in its folder
 COMPARE_CSV = "results.csv"

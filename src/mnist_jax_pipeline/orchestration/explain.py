@@ -177,7 +177,7 @@ def not_recorded(rel: Path, job: Job, why: str, make: str | None = None) -> list
     return [str(rel), _label("made by") + f"{_name(job)}: {state} ({job.record_path}: {why})", _label("fix") + make]
 
 
-def explain(path: str, params_path: str = "params.yaml") -> list[str]:
+def explain(path: str, params_path: str = paths.PARAMS) -> list[str]:
     """The lines that say where `path` came from and whether it is current."""
     rel = relative(path)
     job = find_job(rel) if rel is not None else None
@@ -187,7 +187,7 @@ def explain(path: str, params_path: str = "params.yaml") -> list[str]:
     point = job.root != Path(".")
     if point and not job.root.exists() and not job.root.parent.with_suffix(".yaml").exists():
         raise PipelineError(f"{path}: not an output of any stage; no sweep file {job.root.parent}.yaml gives it")
-    params_file = job.root / paths.POINT_PARAMS if point else Path(params_path)
+    params_file = job.root / paths.PARAMS if point else Path(params_path)
     if point and not params_file.is_file():  # the point is not written yet (the project's own: load says so)
         return not_recorded(rel, job, f"no {params_file}")
     swept = point_params(job.root, params_path) if point else None  # what the point's sweep file gives it now

@@ -23,7 +23,6 @@ from .stage_table import POINT_STAGES, SHARED, STAGES, Stage, get
 HEADER = (
     "# Written by `mnist-pipeline generate` from src/mnist_jax_pipeline/orchestration/stage_table.py: edit the table.\n"
 )
-MARKERS = ".snakemake/provenance"  # a job's marker: its one input whose time is not ancient (snakefile.py)
 POINT = "sweeps/{sweep}/{point}"
 RULE_FILES = {
     "data": ("check", "download", "preprocess"),
@@ -87,7 +86,7 @@ def dvc_stage(stage: Stage) -> dict:
     entry: dict = {"cmd": stage.cmd("${item}")}
     entry["deps"] = list(dict.fromkeys(_dvc_path(a, stage) for a in stage.inputs)) + dvc_code(stage)
     if stage.whole_file:
-        entry["params"] = [{"params.yaml": None}]
+        entry["params"] = [{paths.PARAMS: None}]
     elif stage.params:
         entry["params"] = list(stage.params)
     for role, key in (("out", "outs"), ("metrics", "metrics"), ("plots", "plots")):
@@ -153,7 +152,7 @@ def _inputs(stage: Stage, prefix: str = "") -> list[str]:
         where = "" if artefact.made_by in SHARED else prefix
         records += [r for r in _files(get(artefact.made_by).record, stage, where) if r not in records]
         files += [f"ancient({f})" for f in _files(artefact, stage, where)]
-    return [f'"{MARKERS}/{prefix}{Path(stage.record.path).name}"', *records, *files]
+    return [f'"{paths.MARKERS}/{prefix}{Path(stage.record.path).name}"', *records, *files]
 
 
 def _rule(stage: Stage) -> list[str]:
@@ -171,7 +170,7 @@ def _rule(stage: Stage) -> list[str]:
 
 def _point_rule(stage: Stage) -> list[str]:
     """A sweep point's job of `stage`: its outputs under the point's folder, its params.yaml there."""
-    inputs = [*_inputs(stage, f"{POINT}/"), f'params="{POINT}/{paths.POINT_PARAMS}"']
+    inputs = [*_inputs(stage, f"{POINT}/"), f'params="{POINT}/{paths.PARAMS}"']
     lines = [f"rule sweep_{stage.name}:", *_block("input", inputs), *_block("output", _outputs(stage, f"{POINT}/"))]
     lines += _block("log", [f'"logs/{POINT}/{stage.name}_{{variant}}.log"'])
     lines += _block("wildcard_constraints", ["variant=ALL_VARIANTS"])

@@ -10,7 +10,7 @@ from ..artefacts.provenance import Execution, Hashes, Record, file_sha256, files
 from ..config.params import Params
 from ..foundation import LOADED_NS, NOT_INSTALLED, package_version
 from ..foundation.errors import PipelineError
-from ..foundation.paths import RUNTIME_LOCK
+from ..foundation.paths import PARAMS, RUNTIME_LOCK
 from . import stage_table
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the package that runs
@@ -78,7 +78,7 @@ class Recorder:
     """A job's record: the digests of its code and inputs (each computed once), read or written."""
 
     params: Params
-    params_path: str = "params.yaml"
+    params_path: str = PARAMS
     hashes: Hashes = field(default_factory=Hashes)
     _code: dict[str, dict[str, str]] = field(default_factory=dict)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..artefacts.provenance import Hashes
 from ..config import sweeps
-from ..config.params import DEFAULT_PARAMS, Params, validate
+from ..config.params import Params, validate
 from ..foundation import paths
 from ..foundation.errors import PipelineError
 from . import stage_table
@@ -21,11 +21,11 @@ def point_jobs(sweep: sweeps.Sweep, point: sweeps.Point) -> list[Job]:
 
 def point_checker(sweep: sweeps.Sweep, point: sweeps.Point, hashes: Hashes) -> Checker:
     """A checker of the point's jobs against the parameters the sweep gives it now."""
-    params = validate(sweep.params(point), str(sweep.folder(point) / "params.yaml"))
+    params = validate(sweep.params(point), str(sweep.folder(point) / paths.PARAMS))
     return Checker(params, sweeps.named(sweep.name).as_posix(), hashes)
 
 
-def point_params(folder: Path, params_path: str | Path = DEFAULT_PARAMS) -> Params | str:
+def point_params(folder: Path, params_path: str | Path = paths.PARAMS) -> Params | str:
     """The parameters that its sweep file now gives the point whose folder is `folder` (sweeps/<sweep>/<point>), or
     why it gives none (the file is missing or not valid, or does not list the point) with the fix."""
     file = sweeps.FOLDER / f"{folder.parent.name}.yaml"

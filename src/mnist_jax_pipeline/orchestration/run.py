@@ -166,7 +166,7 @@ def job_for(args: argparse.Namespace, checker: Recorder) -> Job | None:
     if any(Path(getattr(args, key, default)) != Path(default) for key, default in defaults.items()):
         return None
     root = Path(getattr(args, "root", "."))
-    if root == Path(".") and Path(args.params) != Path("params.yaml"):
+    if root == Path(".") and Path(args.params) != Path(paths.PARAMS):
         return None  # the project's outputs from another parameters file: no record, so no stage takes them
     variant, listed = getattr(args, "variant", None), checker.params.variants
     if variant is not None and variant not in listed:
@@ -185,7 +185,7 @@ def stage(args: argparse.Namespace, command: Command) -> Iterator[Callable[[argp
     console.log_file()  # a setting that is not a log file is refused
     started, clock = now(), time.perf_counter()
     if Path(getattr(args, "root", ".")) != Path("."):
-        atomic.claim(args.root, option="--root", command=args.command, signature="", inside=paths.POINT_PARAMS)
+        atomic.claim(args.root, option="--root", command=args.command, signature="", inside=paths.PARAMS)
     is_stage = any(s.name == args.command for s in stage_table.STAGES)
     checker = Recorder(load(args.params), str(args.params)) if is_stage else None
     job = job_for(args, checker) if checker else None

@@ -33,7 +33,7 @@ from . import dvc_lock, freshness, run, stage_table
 from .jobs import Job, all_jobs
 from .points import point_checker, point_jobs
 
-MARKERS = Path(".snakemake/provenance")
+MARKERS = Path(paths.MARKERS)
 CONFIG_REFUSED = (
     "error: --config/--configfile overrides are not used by the stages, which read params.yaml; edit"
     " params.yaml, run dvc exp run -S KEY=VALUE, or apply a preset: mnist-pipeline preset NAME"
@@ -118,7 +118,7 @@ class Pipeline:
         if config:  # every stage reads params.yaml itself: an override would be silently ignored
             raise SystemExit(CONFIG_REFUSED)
         try:
-            self.params = load("params.yaml")
+            self.params = load(paths.PARAMS)
         except PipelineError as err:
             raise SystemExit(f"error: {err}") from None
         self.workflow = workflow
@@ -162,11 +162,11 @@ class Pipeline:
                 folder = sweep.folder(point)
                 have: dict[str, Any] = {}
                 with contextlib.suppress(OSError, yaml.YAMLError):
-                    have = yaml.safe_load((folder / "params.yaml").read_text(encoding="utf-8")) or {}
+                    have = yaml.safe_load((folder / paths.PARAMS).read_text(encoding="utf-8")) or {}
                 wanted = sweep.read_by_point(point)
                 differs = {section: have.get(section) for section in wanted} != wanted
                 reasons = [f"{folder}/params.yaml: not the sweep's point"] if differs else None
-                mark_one(MARKERS / folder / "params", reasons, [folder / "params.yaml"])
+                mark_one(MARKERS / folder / "params", reasons, [folder / paths.PARAMS])
                 checker = point_checker(sweep, point, self.checker.hashes)
                 jobs = point_jobs(sweep, point)
                 mark(jobs, {job: ["its params.yaml changes"] for job in jobs} if differs else checker.stale(jobs))
@@ -231,5 +231,5 @@ class Pipeline:
         if not dvc_lock.committing() or self.workflow.dryrun or self.workflow.touch:
             return
         ran = {job_label(job.rule.name, job.wildcards_dict.get("variant")) for job in self.workflow.dag.jobs}
-        if failed := dvc_lock.commit_current(freshness.Checker(load("params.yaml")), self.jobs, ran, succeeded):
+        if failed := dvc_lock.commit_current(freshness.Checker(load(paths.PARAMS)), self.jobs, ran, succeeded):
             raise SystemExit(f"error: {failed}")

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from ...artefacts.provenance import Hashes, Record
 from ...config import sweeps
-from ...config.params import DEFAULT_PARAMS, load
+from ...config.params import load
 from ...foundation import paths
 from ...foundation.errors import PipelineError, clip
 from .. import stage_table
@@ -106,7 +106,7 @@ def _stale_point(folder: Path, jobs: list[RecordedJob]) -> str | None:
 def _unrecorded(found: list[Path]) -> list[str]:
     """A line for each job of params.yaml's variants that has no record, or one saying params.yaml is not valid."""
     try:
-        variants = load(DEFAULT_PARAMS).variants
+        variants = load(paths.PARAMS).variants
     except PipelineError as err:
         return [f"{err}; jobs without a record are not named"]
     missing = [job for job in all_jobs(variants) if job.record_path not in found]

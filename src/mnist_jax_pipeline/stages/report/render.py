@@ -110,7 +110,7 @@ def render(params: Params, params_path: str) -> None:
 def main(args: argparse.Namespace) -> None:
     """`mnist-pipeline report`: the dropped variants' outputs moved aside first (artefacts/dropped.py)."""
     params = load(args.params)
-    dropped = park(params.variants) if Path(args.params) == Path("params.yaml") else {}  # the pipeline's own run
+    dropped = park(params.variants) if Path(args.params) == Path(paths.PARAMS) else {}  # the pipeline's own run
     for variant, count in dropped.items():
         log.info("moved %d files of variant %s, not in %s, to %s/%s", count, variant, args.params, PARKED, variant)
     render(params, args.params)

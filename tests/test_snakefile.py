@@ -305,9 +305,9 @@ def test_a_sweep_points_rules(monkeypatch):
 def test_the_hand_written_sweep_rules_name_the_tables_paths():
     rules = (ROOT / "workflow/rules/sweep_common.smk").read_text()
     point = "sweeps/{sweep}/{point}"
-    assert f'"{generate.MARKERS}/{point}/params",' in rules
+    assert f'"{paths.MARKERS}/{point}/params",' in rules
     assert f'update("{point}/{paths.PARAMS}"),' in rules
-    assert f'"{generate.MARKERS}/sweeps/{{sweep}}/{paths.COMPARE_HTML}",' in rules
+    assert f'"{paths.MARKERS}/sweeps/{{sweep}}/{paths.COMPARE_HTML}",' in rules
     for name in (paths.COMPARE_HTML, paths.COMPARE_CSV, paths.COMPARE_RECORD):
         assert f'update("sweeps/{{sweep}}/{name}"),' in rules
     assert 'include: "workflow/rules/sweep_common.smk"' in (ROOT / "Snakefile").read_text()

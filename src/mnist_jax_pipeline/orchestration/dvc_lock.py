@@ -14,13 +14,14 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..artefacts import atomic
+from ..foundation import paths
 from .freshness import Checker
 from .jobs import Job
 
 DVC_LOCK = Path("dvc.lock")
 REPOSITORY_LOCK = Path(".dvc/tmp/lock")  # DVC's own: one DVC command at a time in a checkout
 BUSY = "error: a DVC command is running in this checkout ({}); wait for it to end, then run snakemake again"
-AGREED = Path(".snakemake/provenance/dvc.lock.agreed")  # the fingerprint at the last dvc commit
+AGREED = Path(paths.MARKERS) / "dvc.lock.agreed"  # the fingerprint at the last dvc commit
 UP_TO_DATE = "dvc.lock: brought up to date with the outputs, all current by content (dvc commit)"
 CONFLICT = "resolve the merge conflict in dvc.lock first (edit it, or keep one side: git checkout --theirs dvc.lock)"
 NO_GIT = "make the project a git repository first (git init, or clone it with git): DVC keeps dvc.lock in one"

@@ -2,27 +2,23 @@
 
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 from ...artefacts import atomic
 from ...artefacts.provenance import Hashes
 from ...foundation.errors import PipelineError
+from ...stages.report.provenance import git
 from . import build, records
 
 METADATA = "ro-crate-metadata.json"
-GIT_USER = ["git", "config", "--get-regexp", r"^user\.(name|email)$"]  # each as `user.name Ada Lovelace`
+GIT_USER = ("config", "--get-regexp", r"^user\.(name|email)$")  # each as `user.name Ada Lovelace`
 
 
 def git_user() -> dict[str, str]:
     """`git config user.name` and `user.email` as git resolves them here; none without a user.name (an email
     alone names no one) or without git."""
-    try:
-        done = subprocess.run(GIT_USER, capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return {}
-    pairs = (line.partition(" ") for line in done.stdout.splitlines())
+    pairs = (line.partition(" ") for line in (git(*GIT_USER) or "").splitlines())
     found = {key.removeprefix("user."): value for key, _, value in pairs}  # the last one is git's choice
     return {key: value for key, value in found.items() if value} if found.get("name") else {}
 

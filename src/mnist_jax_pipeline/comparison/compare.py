@@ -10,7 +10,6 @@ import hashlib
 import io
 import json
 import logging
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +31,7 @@ from ..foundation import paths
 from ..foundation.errors import PipelineError
 from ..stages.report.conditions import short_causes
 from ..stages.report.figures import STYLE, data_uri, laid_out, png_bytes
-from ..stages.report.provenance import generated_at
+from ..stages.report.provenance import generated_at, git
 from ..stages.report.render import environment
 from ..stages.report.ticks import log_axis, within
 from . import experiments
@@ -95,8 +94,7 @@ def _history(rev: str | None, variant: str) -> list[EpochRow]:
     if rev is None:
         text = Path(path).read_text(encoding="utf-8") if Path(path).is_file() else ""
     else:
-        done = subprocess.run(["git", "show", f"{rev}:{path}"], capture_output=True, text=True)
-        text = done.stdout if done.returncode == 0 else ""
+        text = git("show", f"{rev}:{path}") or ""
     try:
         return [EpochRow.model_validate(row, strict=False) for row in csv.DictReader(io.StringIO(text))]
     except ValidationError:

@@ -24,7 +24,6 @@ from pydantic import ValidationError
 from ..artefacts import atomic, evaluation, training
 from ..artefacts.evaluation import EvalHeadline
 from ..artefacts.provenance import Hashes
-from ..artefacts.training import EpochRow, TrainHeadline
 from ..config import sweeps
 from ..config.params import load
 from ..foundation import paths
@@ -58,9 +57,9 @@ class Run:
 
     name: str
     params: dict[str, Any]  # flat: dotted key -> value
-    train: TrainHeadline
+    train: training.TrainHeadline
     evaluation: EvalHeadline
-    history: list[EpochRow]
+    history: list[training.EpochRow]
     busy: str | None = None  # what made the machine busy while it trained; None: calm, or unknown (an experiment's)
 
 
@@ -72,23 +71,20 @@ def differing(runs: list[Run]) -> list[str]:
 
 def from_sweep(sweep: sweeps.Sweep) -> list[Run]:
     """Every point of a sweep, read from its folder (the `compare` command checked each is current)."""
-    runs = []
-    for point in sweep.points:
-        root, variant = sweep.folder(point), sweep.variant
-        runs.append(
-            Run(
-                point.name,
-                flatten(sweep.params(point)),
-                training.read_metrics(variant, root).headline(),
-                evaluation.read_metrics(variant, root).headline(),
-                training.read_history(variant, root),
-                short_causes(training.read_run(variant, root)),
-            )
+    return [
+        Run(
+            point.name,
+            flatten(sweep.params(point)),
+            training.read_metrics(sweep.variant, root).headline(),
+            evaluation.read_metrics(sweep.variant, root).headline(),
+            training.read_history(sweep.variant, root),
+            short_causes(training.read_run(sweep.variant, root)),
         )
-    return runs
+        for point, root in zip(sweep.points, map(sweep.folder, sweep.points), strict=True)
+    ]
 
 
-def _history(rev: str | None, variant: str) -> list[EpochRow]:
+def _history(rev: str | None, variant: str) -> list[training.EpochRow]:
     """A variant's epochs as a commit holds them (the workspace's where `rev` is None); none if unreadable."""
     path = paths.TRAIN_HISTORY.at(variant).as_posix()
     if rev is None:
@@ -96,7 +92,7 @@ def _history(rev: str | None, variant: str) -> list[EpochRow]:
     else:
         text = git("show", f"{rev}:{path}") or ""
     try:
-        return [EpochRow.model_validate(row, strict=False) for row in csv.DictReader(io.StringIO(text))]
+        return [training.EpochRow.model_validate(row, strict=False) for row in csv.DictReader(io.StringIO(text))]
     except ValidationError:
         return []
 

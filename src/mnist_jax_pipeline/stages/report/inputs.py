@@ -13,7 +13,6 @@ from ...artefacts import evaluation, training
 from ...artefacts.dataset import Manifest, Stats, load_split, read_manifest, read_stats
 from ...artefacts.evaluation import EvalDetails, EvalMetrics
 from ...artefacts.profile_summary import ProfileSummary, read_summary
-from ...artefacts.training import EpochRow, RunInfo, TrainMetrics
 from ...foundation import paths
 
 
@@ -22,9 +21,9 @@ class VariantResults:
     """Everything the train and evaluate stages wrote for one variant."""
 
     name: str
-    train: TrainMetrics
-    run: RunInfo
-    history: list[EpochRow]
+    train: training.TrainMetrics
+    run: training.RunInfo
+    history: list[training.EpochRow]
     evaluation: EvalMetrics
     details: EvalDetails
 

@@ -22,7 +22,7 @@ from ...foundation.runtime import BUSY_SHARE
 from .conditions import busy_flag, calm_line, parameter_values, short_causes
 from .figures import SAMPLE_DIGITS, SPLIT_ORDER, data_uri, draw_all, ordered
 from .formatting import FILTERS, href
-from .inputs import Artefacts, VariantResults, read_all
+from .inputs import Artefacts, read_all
 from .memory import memory_view, origin
 from .provenance import against_committed, collect
 
@@ -43,16 +43,6 @@ def environment(autoescape: bool) -> Environment:
     return env
 
 
-def speedups(base: VariantResults | None, results: tuple[VariantResults, ...]) -> dict[str, float | None]:
-    """Median epoch time of the baseline run over each variant's (None without a baseline run)."""
-    return {
-        v.name: base.train.epoch_seconds_median / v.train.epoch_seconds_median
-        if base and v.train.epoch_seconds_median > 0
-        else None
-        for v in results
-    }
-
-
 def context(art: Artefacts, params: Params, params_path: str, figures: dict[str, str]) -> dict[str, Any]:
     """Everything both templates show."""
     runs = {v.name: v.run for v in art.variants}
@@ -65,7 +55,13 @@ def context(art: Artefacts, params: Params, params_path: str, figures: dict[str,
         "samples_shown": min(len(art.test_images), SAMPLE_DIGITS),
         "variants": art.variants,
         "descriptions": {v.name: variants.get(v.name).description for v in art.variants},
-        "speedups": speedups(baseline, art.variants),
+        # the baseline's median epoch over each variant's (None without a baseline run)
+        "speedups": {
+            v.name: baseline.train.epoch_seconds_median / v.train.epoch_seconds_median
+            if baseline and v.train.epoch_seconds_median > 0
+            else None
+            for v in art.variants
+        },
         "busy_causes": {name: short_causes(run) for name, run in runs.items()},
         # each variant's class of lowest recall, with its scores
         "worst": {v.name: min(sorted(v.evaluation.per_class.items()), key=lambda c: c[1].recall) for v in art.variants},

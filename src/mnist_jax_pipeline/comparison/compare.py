@@ -227,8 +227,9 @@ def write(
     return {path.as_posix(): hashlib.sha256(text.encode()).hexdigest() for path, text in written.items()}
 
 
-def main(args: argparse.Namespace) -> None:
-    """`mnist-pipeline compare --sweep NAME` or `mnist-pipeline compare --dvc`."""
+def main(args: argparse.Namespace, checked: tuple[sweeps.Sweep, Hashes] | None = None) -> None:
+    """`mnist-pipeline compare --sweep NAME` or `mnist-pipeline compare --dvc`; `checked`: the sweep and the digests
+    of its points, taken when they were checked."""
     if bool(args.sweep) == bool(args.dvc):
         raise PipelineError("compare: give either --sweep NAME or --dvc")
     default = sweeps.named(args.sweep).with_suffix("") / paths.COMPARE_HTML if args.sweep else paths.EXPERIMENTS_HTML
@@ -237,8 +238,8 @@ def main(args: argparse.Namespace) -> None:
     if args.out.endswith("/") or html_path.is_dir():
         raise PipelineError(f"--out {args.out}: a folder; give the page's file, such as {Path(args.out) / 'page.html'}")
     if args.sweep:
-        sweep = sweeps.load(sweeps.named(args.sweep), args.params)
-        made = Hashes().tree(map(sweep.folder, sweep.points))  # before they are read
+        sweep, hashes = checked or (sweeps.load(sweeps.named(args.sweep), args.params), Hashes())
+        made = hashes.tree(map(sweep.folder, sweep.points))  # before they are read
         folder, runs = sweep.folder(), from_sweep(sweep)
         own = html_path == folder / paths.COMPARE_HTML  # the table and the record go with the sweep's own page
         csv_path = folder / paths.COMPARE_CSV if own else None

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..artefacts import atomic
 from ..foundation import paths
 from ..foundation.errors import PipelineError, clip
-from .params import VariantName, read_yaml, validate
+from .params import Params, VariantName, read_yaml, validate
 
 FOLDER = Path("sweeps")
 SWEPT_SECTIONS = ("model", "train")  # download and preprocess stay shared by every point
@@ -46,6 +46,7 @@ class SweepFile(BaseModel):
 class Point:
     name: str  # its folder, e.g. 'step_size=0.1,batch_size=512'
     changes: dict[str, Any]  # dotted key -> value
+    validated: Params  # its parameters, as the stages read them
 
 
 @dataclass(frozen=True)
@@ -161,9 +162,10 @@ def load(path: str | Path, params_path: str | Path = paths.PARAMS) -> Sweep:
                     " (every point shares one download and preprocess)"
                 )
         changed = apply(base, {**changes, "variants": [spec.variant]}, f"{path}: ")
-        values = validate(changed, f"{path}, point {point_name(changes)}").to_dict()
+        validated = validate(changed, f"{path}, point {point_name(changes)}")
+        values = validated.to_dict()
         canonical = {key: functools.reduce(operator.getitem, key.split("."), values) for key in sorted(changes)}
-        points.append(Point(point_name(canonical), canonical))
+        points.append(Point(point_name(canonical), canonical, validated))
         same = named.setdefault(json.dumps(values, sort_keys=True), points[-1].name)
         if len(named) < len(points):
             raise PipelineError(f"{path}: points '{same}' and '{points[-1].name}' give the same parameters; list one")

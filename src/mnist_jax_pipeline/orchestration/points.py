@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..artefacts.provenance import Hashes
 from ..config import sweeps
-from ..config.params import Params, validate
+from ..config.params import Params
 from ..foundation import paths
 from ..foundation.errors import PipelineError
 from . import stage_table
@@ -21,8 +21,7 @@ def point_jobs(sweep: sweeps.Sweep, point: sweeps.Point) -> list[Job]:
 
 def point_checker(sweep: sweeps.Sweep, point: sweeps.Point, hashes: Hashes) -> Checker:
     """A checker of the point's jobs against the parameters the sweep gives it now."""
-    params = validate(sweep.params(point), str(sweep.folder(point) / paths.PARAMS))
-    return Checker(params, sweeps.named(sweep.name).as_posix(), hashes)
+    return Checker(point.validated, sweeps.named(sweep.name).as_posix(), hashes)
 
 
 def point_params(folder: Path, params_path: str | Path = paths.PARAMS) -> Params | str:
@@ -38,11 +37,11 @@ def point_params(folder: Path, params_path: str | Path = paths.PARAMS) -> Params
         return str(err)
     if (point := next((p for p in sweep.points if sweep.folder(p) == folder), None)) is None:
         return f"{file} does not list the point '{folder.name}'; {fix}"
-    return validate(sweep.params(point), f"{file}, point {point.name}")
+    return point.validated
 
 
-def check_points(name: str, params_path: str) -> None:
-    """Refuse to compare a sweep whose points are not current, in one line naming the first stale file."""
+def check_points(name: str, params_path: str) -> tuple[sweeps.Sweep, Hashes]:
+    """The sweep and its points' digests, once every point is current; else one line naming the first stale file."""
     sweep, hashes = sweeps.load(sweeps.named(name), params_path), Hashes()
     for point in sweep.points:
         checker = point_checker(sweep, point, hashes)
@@ -50,12 +49,12 @@ def check_points(name: str, params_path: str) -> None:
             if found := checker.problems(job):
                 page = (sweep.folder() / paths.COMPARE_HTML).as_posix()
                 raise PipelineError(f"{found[0]}; run the sweep's points first: snakemake --cores all {page}")
+    return sweep, hashes
 
 
 def compare(args: argparse.Namespace) -> None:
     """`mnist-pipeline compare`: with --sweep, once every point is current."""
-    if args.sweep:
-        check_points(args.sweep, args.params)
+    checked = check_points(args.sweep, args.params) if args.sweep else None
     from ..comparison.compare import main  # pandas and matplotlib: loaded for the page only
 
-    main(args)
+    main(args, checked)

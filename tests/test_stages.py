@@ -252,4 +252,5 @@ def test_a_stages_declared_code_is_exactly_what_its_command_can_import(stage):
     declared = {f.relative_to(ROOT) for f in code_files(stage_table.get(stage), root)}
     assert {f for f in declared if f.suffix == ".py"} == wanted, stage
     data = {f for f in declared if f.suffix != ".py"}
-    assert all("templates" in f.parts for f in data) and bool(data) == (stage == "report")
+    report = Path("src", PACKAGE, "stages", "report")  # its templates and its matplotlib style
+    assert all(f.is_relative_to(report) for f in data) and bool(data) == (stage == "report")

@@ -1,6 +1,6 @@
 """The report's figures, drawn on matplotlib's Agg canvas (no pyplot, no global state), as PNG bytes by file
-name. The style is pinned (matplotlib's defaults plus STYLE, whatever matplotlibrc says) and the PNG carries
-no version, so the same inputs give the same bytes on every run.
+name. The style is pinned (matplotlib's defaults plus report.mplstyle, whatever matplotlibrc says) and the
+PNG carries no version, so the same inputs give the same bytes on every run.
 """
 
 import base64
@@ -10,6 +10,7 @@ import os
 import zlib
 from collections.abc import Mapping, Sequence
 from itertools import groupby
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
@@ -38,17 +39,7 @@ ICICLE_DEPTH = 10  # stack levels drawn below the frames every allocation shares
 SPLIT_ORDER = ("train", "val", "test")
 CLASSES = np.arange(NUM_CLASSES)
 HALF = (5.2, 2.6)  # inches: a figure in one column of the report's two (572 px wide at DPI)
-STYLE: dict[str, Any] = {
-    "font.size": 9,
-    "axes.titlesize": 10,
-    "axes.grid": True,
-    "grid.alpha": 0.3,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "legend.frameon": False,
-    "image.interpolation": "nearest",
-    "svg.hashsalt": "mnist-jax-pipeline",
-}
+STYLE = str(Path(__file__).with_name("report.mplstyle"))  # pinned over matplotlib's defaults
 T = TypeVar("T")
 PLAIN = FuncFormatter(lambda value, _: plain(value))  # 0.1 rather than 10^-1 on log axes
 SHARE = FuncFormatter(lambda value, _: f"{plain(100 * value)} %")  # 0.95 -> '95 %'

@@ -39,7 +39,7 @@ from .experiments import flatten, same
 log = logging.getLogger(__name__)
 GENERATOR = "mnist-pipeline compare"  # the page's generator tag: how --out recognises a page of its own
 SIGNATURE = f'<meta name="generator" content="{GENERATOR}">'
-MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")  # a new marker for each further ten runs
+SHAPES = ("o", "s", "^", "D", "v", "P", "X", "*")  # matplotlib markers: a new shape for each further ten runs
 COLUMNS = (  # results.csv's columns before the parameters
     "name",
     "test_accuracy",
@@ -107,7 +107,7 @@ def from_dvc() -> tuple[list[Run], list[str], list[str]]:
 
 def look(index: int) -> dict[str, Any]:
     """A run's colour and marker: ten colours, then the same colours with the next marker."""
-    return {"color": f"C{index}", "marker": MARKERS[(index // 10) % len(MARKERS)]}
+    return {"color": f"C{index}", "marker": SHAPES[(index // 10) % len(SHAPES)]}
 
 
 def point(run: Run) -> tuple[float, float]:

@@ -15,7 +15,7 @@ from ...config.params import load
 from ...foundation import paths
 from ...foundation.errors import PipelineError, clip
 from .. import stage_table
-from ..jobs import Job, all_jobs
+from ..jobs import Job, Recorder, all_jobs
 from ..points import point_params
 
 RERUN = "snakemake --cores all, or dvc repro"
@@ -93,9 +93,9 @@ def _stale_point(folder: Path, jobs: list[RecordedJob]) -> str | None:
     parameters or another variant now); None when they are."""
     if isinstance(now := point_params(folder), str):
         return f"{folder} left out: {now}"
-    values = now.to_dict()
+    recorder = Recorder(now)
     for job in jobs:
-        if job.variant not in now.variants or any(job.record.params.get(s) != values[s] for s in job.stage.params):
+        if job.variant not in now.variants or job.record.params != recorder.made_from(job):
             return (
                 f"{folder} left out: {sweeps.FOLDER / folder.parent.name}.yaml now gives '{job.name}' other parameters;"
                 " re-run the sweep (snakemake --cores all sweeps)"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import os
 import shutil
+import signal
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -76,6 +77,13 @@ def without_root_powers() -> list[str]:
     if not (Path("/usr/bin/setpriv").exists() or Path("/bin/setpriv").exists()):
         unavailable("setpriv (util-linux) is needed to test file permissions as root")
     return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
+
+
+def terminal_signals() -> None:
+    """In a child process (preexec_fn): SIGHUP and SIGINT at their defaults, as a terminal's process has them, also
+    where the tests themselves run under nohup or in a background job, which ignore them."""
+    for stop in (signal.SIGHUP, signal.SIGINT):
+        signal.signal(stop, signal.SIG_DFL)
 
 
 def mirror_dir() -> Path:

@@ -79,13 +79,6 @@ def without_root_powers() -> list[str]:
     return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
 
 
-def terminal_signals() -> None:
-    """In a child process (preexec_fn): SIGHUP and SIGINT at their defaults, as a terminal's process has them, also
-    where the tests themselves run under nohup or in a background job, which ignore them."""
-    for stop in (signal.SIGHUP, signal.SIGINT):
-        signal.signal(stop, signal.SIG_DFL)
-
-
 def mirror_dir() -> Path:
     """The real MNIST files (MNIST_MIRROR). Unset: the test cannot run here. Set but missing: an error."""
     if MIRROR is None:
@@ -93,6 +86,15 @@ def mirror_dir() -> Path:
     if not Path(MIRROR).is_dir():
         pytest.fail(f"MNIST_MIRROR={MIRROR}: not a folder; point it at the four .gz files or unset it", pytrace=False)
     return Path(MIRROR)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def terminal_signals():
+    """The commands the tests start and stop get SIGHUP and SIGINT at their defaults, as from a terminal, also where
+    the tests run under nohup or in a background job: starting a command keeps SIG_IGN but resets a Python handler."""
+    for stop in (signal.SIGHUP, signal.SIGINT):
+        if signal.getsignal(stop) == signal.SIG_IGN:
+            signal.signal(stop, lambda *_: None)
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import ROOT, terminal_signals
+from conftest import ROOT
 from mnist_jax_pipeline.artefacts import storage
 from mnist_jax_pipeline.cli import main
 from mnist_jax_pipeline.foundation.errors import PipelineError
@@ -274,14 +274,7 @@ def test_a_stop_while_the_modules_import_is_its_one_stop_line(tmp_path, script, 
     reaches a job that is still importing). A stop while the stage's module imports waits for the import: raised
     inside a library's extension as it initializes, it would fail the import or crash it."""
     write_params(tmp_path, lambda text: text)
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        preexec_fn=terminal_signals,
-    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert "Traceback" not in done.stderr, done.stderr
     assert done.returncode == 130, done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith(f"error: {job} stopped by SIGINT"), done.stderr

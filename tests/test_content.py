@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import mirror_dir, terminal_signals
+from conftest import mirror_dir
 from workspace import copy_workspace, downstream, dvc_stale, env, set_params, sh, small_snakemake_run, snakemake_jobs
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_data]
@@ -165,7 +165,6 @@ def test_one_run_at_a_time_across_the_two_tools(ws, first):
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,
-        preexec_fn=terminal_signals,
     )
     try:
         deadline = time.monotonic() + 120

@@ -15,16 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (
-    ROOT,
-    adopt,
-    run_stages,
-    terminal_signals,
-    tiny_params_dict,
-    without_root_powers,
-    write_params,
-    write_raw,
-)
+from conftest import ROOT, adopt, run_stages, tiny_params_dict, without_root_powers, write_params, write_raw
 from mnist_jax_pipeline.artefacts import atomic
 from mnist_jax_pipeline.cli import main
 from mnist_jax_pipeline.config import sweeps
@@ -407,7 +398,6 @@ def _start_profile(project: Path) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=terminal_signals,
     )
     deadline = time.monotonic() + 120
     while not list((project / "reports" / "profile").glob(f"{atomic.TMP_PREFIX}jit.*")):

@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import ROOT, adopt, run_stages, terminal_signals, tiny_params_dict, write_params, write_raw
+from conftest import ROOT, adopt, run_stages, tiny_params_dict, write_params, write_raw
 from mnist_jax_pipeline.foundation import paths
 from mnist_jax_pipeline.orchestration import run
 from workspace import copy_workspace, env, make_workspace, sh
@@ -145,15 +145,7 @@ def test_a_signal_while_the_snakefile_imports_the_package_is_one_line(tmp_path):
     (tmp_path / "site" / "sitecustomize.py").write_text(STOP_WHILE_THE_PACKAGE_IMPORTS)
     environ = env(ws)
     environ["PYTHONPATH"] = f"{tmp_path / 'site'}{os.pathsep}{environ['PYTHONPATH']}"
-    done = subprocess.run(
-        ["snakemake", "-n"],
-        cwd=ws,
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        preexec_fn=terminal_signals,
-    )
+    done = subprocess.run(["snakemake", "-n"], cwd=ws, env=environ, capture_output=True, text=True, timeout=300)
     assert "Traceback" not in done.stderr and done.returncode == 130, (done.returncode, done.stderr)
     assert done.stderr.strip().splitlines()[-1] == "error: stopped by SIGINT before any job started", done.stderr
 
@@ -183,7 +175,6 @@ def training(ws: Path, environ: dict[str, str]) -> tuple[subprocess.Popen, list[
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,
-        preexec_fn=terminal_signals,
     )
     log, deadline = ws / "logs/train_nojit.log", time.monotonic() + 300
     while not (log.is_file() and "epoch 1/" in log.read_text()):

@@ -30,7 +30,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from conftest import mirror_dir, terminal_signals
+from conftest import mirror_dir
 from workspace import (
     WOULD_RUN,
     copy_workspace,
@@ -221,7 +221,6 @@ class Sequences(RuleBasedStateMachine):
             stderr=subprocess.STDOUT,
             text=True,
             start_new_session=True,
-            preexec_fn=terminal_signals,
         )
         started, since = time.monotonic(), time.time()
         # Not while the tool itself starts (seconds on a busy machine): a Ctrl-C then is Python's own

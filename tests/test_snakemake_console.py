@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import terminal_signals, without_root_powers, write_raw
+from conftest import without_root_powers, write_raw
 from mnist_jax_pipeline.foundation import paths
 from workspace import copy_workspace, env, make_workspace, set_params
 
@@ -123,7 +123,6 @@ def test_ctrl_c_during_train_shows_the_stages_own_line_and_no_traceback(ran, tmp
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
-        preexec_fn=terminal_signals,
     )
     try:
         deadline = time.monotonic() + 300

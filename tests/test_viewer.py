@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import terminal_signals, tiny_params_dict, write_params
+from conftest import tiny_params_dict, write_params
 from mnist_jax_pipeline.artefacts.provenance import Hashes
 from mnist_jax_pipeline.foundation import paths
 
@@ -50,7 +50,6 @@ def test_the_viewer_listens_on_loopback_only_and_serves_the_trace(project: Path)
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,
-        preexec_fn=terminal_signals,
     )
     try:
         assert viewer.stdout is not None

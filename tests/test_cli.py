@@ -5,6 +5,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -21,6 +22,19 @@ def write_params(tmp_path, text_change):
     path = tmp_path / "params.yaml"
     path.write_text(text_change(text))
     return path
+
+
+def test_a_command_ends_every_thread_it_started(tmp_path, monkeypatch):
+    """Commands run in one process (a program that calls main, or these tests) leave no thread behind: each
+    command's watch for its orchestrator ends with it, or hundreds of them polling would slow the process down."""
+    write_params(tmp_path, lambda text: text)
+    monkeypatch.chdir(tmp_path)
+    before = set(threading.enumerate())
+    for _ in range(3):
+        assert main(["check"]) == 0
+    for thread in set(threading.enumerate()) - before:
+        thread.join(timeout=5)
+    assert [t.name for t in set(threading.enumerate()) - before if t.is_alive()] == []
 
 
 def test_bad_parameter_is_one_line_and_no_traceback(tmp_path, capsys):

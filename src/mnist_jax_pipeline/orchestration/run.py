@@ -47,13 +47,14 @@ def _alive(named: str) -> bool:
     return False
 
 
-def _stop_with_orchestrator(parent: int, orchestrator: str | None) -> None:
-    """Stop as on SIGTERM once the process that started this one, or the Snakemake whose job this is
-    (`orchestrator`, its identity), is gone: a stage never writes after its orchestrator has gone, though
-    a shell between them lives on (PR_SET_PDEATHSIG would follow the parent's thread)."""
-    while os.getppid() == parent and (orchestrator is None or _alive(orchestrator)):
-        time.sleep(0.1)
-    os.kill(os.getpid(), signal.SIGTERM)
+def _stop_with_orchestrator(parent: int, orchestrator: str | None, done: threading.Event) -> None:
+    """Until the command is `done`: stop as on SIGTERM once the process that started this one, or the Snakemake
+    whose job this is (`orchestrator`, its identity), is gone. A stage never writes after its orchestrator has
+    gone, though a shell between them lives on (PR_SET_PDEATHSIG would follow the parent's thread)."""
+    while not done.wait(0.1):
+        if os.getppid() != parent or (orchestrator is not None and not _alive(orchestrator)):
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
 
 
 def orchestrator() -> str | None:
@@ -102,6 +103,7 @@ class Outcome:
     def __init__(self, label: str, verbose: bool):
         self.label, self.verbose, self.status = label, verbose, 0
         self.previous: dict[int, object] = {}
+        self.done = threading.Event()  # ends the orchestrator watch
 
     def __enter__(self) -> Self:
         try:  # a stop raised here is kept in RECEIVED: the command's first check, or the signal sent again, raises it
@@ -110,12 +112,14 @@ class Outcome:
                     stream.reconfigure(errors="backslashreplace")
             sys.unraisablehook = lambda u: None if isinstance(u.exc_value, Stopped) else sys.__unraisablehook__(u)
             self.previous = handle(raise_stopped)
-            threading.Thread(target=_stop_with_orchestrator, args=(os.getppid(), orchestrator()), daemon=True).start()
+            watch = (os.getppid(), orchestrator(), self.done)
+            threading.Thread(target=_stop_with_orchestrator, args=watch, daemon=True).start()
             return self
         except (Stopped, PipelineError):  # a bad setting is refused by the command's first check
             return self
 
     def __exit__(self, kind: type | None, err: BaseException | None, tb: TracebackType | None) -> bool:
+        self.done.set()
         if RECEIVED and not isinstance(err, Stopped):  # its exception was dropped, or a library turned it into its own
             err = Stopped(RECEIVED[0])
         RECEIVED.clear()

@@ -53,8 +53,7 @@ def _stop_with_orchestrator(parent: int, orchestrator: str | None, done: threadi
     gone, though a shell between them lives on (PR_SET_PDEATHSIG would follow the parent's thread)."""
     while not done.wait(0.1):
         if os.getppid() != parent or (orchestrator is not None and not _alive(orchestrator)):
-            os.kill(os.getpid(), signal.SIGTERM)
-            return
+            return os.kill(os.getpid(), signal.SIGTERM)
 
 
 def orchestrator() -> str | None:

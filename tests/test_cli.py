@@ -37,6 +37,24 @@ def test_a_command_ends_every_thread_it_started(tmp_path, monkeypatch):
     assert [t.name for t in set(threading.enumerate()) - before if t.is_alive()] == []
 
 
+def test_a_stopped_command_sends_no_signal_after_it_ended(tmp_path, monkeypatch):
+    """A stop is sent again a second later only while the command runs: a program that called main and got its
+    status back gets no signal after."""
+    from mnist_jax_pipeline.config import params
+
+    write_params(tmp_path, lambda text: text)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(params, "main", lambda args: os.kill(os.getpid(), signal.SIGTERM) or time.sleep(5))
+    received: list[int] = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: received.append(signum))
+    try:
+        assert main(["check"]) == 128 + signal.SIGTERM
+        time.sleep(1.5)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert received == []
+
+
 def test_bad_parameter_is_one_line_and_no_traceback(tmp_path, capsys):
     path = write_params(tmp_path, lambda t: t.replace("batch_size: 128", "batch_size: -5"))
     assert main(["--params", str(path), "check"]) == 1

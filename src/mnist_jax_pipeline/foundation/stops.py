@@ -26,9 +26,15 @@ def raise_stopped(signum: int, frame: object) -> None:
     RECEIVED.append(signum)
     if _held:
         return
-    # Python drops an exception raised in a garbage-collection callback (JAX has one): the signal comes again
-    threading.Timer(1.0, os.kill, (os.getpid(), signum)).start()
+    threading.Timer(1.0, _again, (signum,)).start()
     raise Stopped(signum)
+
+
+def _again(signum: int) -> None:
+    """Send the stop again while the command has not ended (`Outcome` clears RECEIVED): Python drops an
+    exception raised in a garbage-collection callback, and JAX has one."""
+    if RECEIVED:
+        os.kill(os.getpid(), signum)
 
 
 def handle(handler: Callable[[int, Any], None], signals: tuple[int, ...] = SIGNALS) -> dict[int, Any]:

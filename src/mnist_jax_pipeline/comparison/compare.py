@@ -11,9 +11,8 @@ import io
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 from matplotlib import style as mpl_style
@@ -51,8 +50,7 @@ COLUMNS = (  # results.csv's columns before the parameters
 )
 
 
-@dataclass(frozen=True)
-class Run:
+class Run(NamedTuple):
     """One point of a sweep, or one variant of a DVC experiment, the baseline or the workspace."""
 
     name: str

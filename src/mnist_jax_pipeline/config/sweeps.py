@@ -12,9 +12,8 @@ import operator
 import re
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -42,15 +41,13 @@ class SweepFile(BaseModel):
     points: list[dict[str, Any]] = Field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class Point:
+class Point(NamedTuple):
     name: str  # its folder, e.g. 'step_size=0.1,batch_size=512'
     changes: dict[str, Any]  # dotted key -> value
     validated: Params  # its parameters, as the stages read them
 
 
-@dataclass(frozen=True)
-class Sweep:
+class Sweep(NamedTuple):
     name: str
     variant: str
     points: tuple[Point, ...]

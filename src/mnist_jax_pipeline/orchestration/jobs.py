@@ -8,14 +8,13 @@ from typing import Any
 from ..artefacts import atomic
 from ..artefacts.provenance import Execution, Hashes, Record, file_sha256, files_under
 from ..config.params import Params
-from ..foundation import LOADED_NS, NOT_INSTALLED, package_version
+from ..foundation import LOADED_NS, versions
 from ..foundation.errors import PipelineError
 from ..foundation.paths import PARAMS, RUNTIME_LOCK
 from . import stage_table
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the package that runs
 CODE_ROOT = Path("src") / PACKAGE_DIR.name  # the checkout's package, relative to the project root
-VERSIONS = "jax jaxlib numpy optax safetensors tensorflow-datasets matplotlib mnist-jax-pipeline snakemake dvc"
 
 
 @dataclass(frozen=True)
@@ -140,7 +139,7 @@ class Recorder:
             code=self.code(job.stage),
             inputs=inputs,
             outputs=self.hashes.tree(job.outputs()),
-            versions={name: package_version(name) or NOT_INSTALLED for name in VERSIONS.split()},
+            versions=versions(),
             run=execution,
         )
         atomic.write_text(job.record_path, record.model_dump_json(indent=2, exclude_none=True) + "\n")

@@ -7,8 +7,8 @@ import math
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -27,16 +27,14 @@ from ..mlp.model import init_params, loss_and_accuracy
 from ..mlp.progress import EpochProgress
 
 
-@dataclass(frozen=True)
-class Dataset:
+class Dataset(NamedTuple):
     train_images: np.ndarray
     train_labels: np.ndarray
     test_images: np.ndarray
     test_labels: np.ndarray
 
 
-@dataclass(frozen=True)
-class TrainingResult:
+class TrainingResult(NamedTuple):
     state: TrainState
     compile_seconds: float | None
     epoch_seconds: list[float]

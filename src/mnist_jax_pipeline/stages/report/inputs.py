@@ -4,8 +4,8 @@ A missing input names the stage that makes it; a corrupt or mistyped one names t
 the stage to re-run. The profile summaries are optional: without one the report says how to make it.
 """
 
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -16,8 +16,7 @@ from ...artefacts.profile_summary import ProfileSummary, read_summary
 from ...foundation import paths
 
 
-@dataclass(frozen=True)
-class VariantResults:
+class VariantResults(NamedTuple):
     """Everything the train and evaluate stages wrote for one variant."""
 
     name: str
@@ -28,8 +27,7 @@ class VariantResults:
     details: EvalDetails
 
 
-@dataclass(frozen=True)
-class Artefacts:
+class Artefacts(NamedTuple):
     """Every input of the report stage."""
 
     manifest: Manifest

@@ -4,9 +4,8 @@ of the stacks), and XLA's analysis of each compiled step (the train stage's metr
 
 import re
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ...artefacts.profile_summary import INSTALL_HINT, Allocation, ProfileSummary, Snapshot, short_frame
 from ...foundation import paths, variants
@@ -30,8 +29,7 @@ XLA_NOTES = {
 }
 
 
-@dataclass(frozen=True)
-class Profiled:
+class Profiled(NamedTuple):
     """One variant's profile summary and what the report draws of it."""
 
     name: str

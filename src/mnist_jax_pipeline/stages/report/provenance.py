@@ -6,24 +6,22 @@ import logging
 import os
 import platform
 import subprocess
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
 from ...artefacts.dataset import Manifest
 from ...artefacts.evaluation import EvalHeadline
 from ...artefacts.training import TrainHeadline
-from ...foundation import NOT_INSTALLED, package_version, paths
+from ...foundation import paths, versions
 from ...foundation.runtime import runtime_lock_sha256
 from .inputs import VariantResults
 
 log = logging.getLogger(__name__)
 
 UNKNOWN = "unknown"
-PACKAGES = ("jax", "jaxlib", "tensorflow-datasets", "dvc", "snakemake", "numpy", "matplotlib")
 GIT_TIMEOUT_S = 10
 
 # tracked files a run itself rewrites: dvc.lock, the committed baseline, the .gitignore files DVC writes
@@ -56,11 +54,6 @@ def git_state() -> dict[str, Any]:
     return {"commit": commit, "modified": sorted(own)}
 
 
-def versions() -> dict[str, str]:
-    """Python and the pipeline's key packages, read from installed metadata (nothing imported)."""
-    return {"python": platform.python_version()} | {name: package_version(name) or NOT_INSTALLED for name in PACKAGES}
-
-
 def generated_at() -> str:
     """UTC ISO date of this report; SOURCE_DATE_EPOCH pins it for reproducible builds."""
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
@@ -75,14 +68,13 @@ def collect(params_digest: str, params_path: str, manifest: Manifest) -> dict[st
         "params_sha256": params_digest,
         "params_path": params_path,
         "data_checksums": {name: entry.sha256 for name, entry in sorted(manifest.files.items())},
-        "versions": versions(),
+        "versions": {"python": platform.python_version(), **versions()},
         "runtime_lock_sha256": runtime_lock_sha256(),
         "date": generated_at(),
     }
 
 
-@dataclass(frozen=True)
-class Committed:
+class Committed(NamedTuple):
     """A variant's results now, and its headlines as git's HEAD holds them."""
 
     now: VariantResults

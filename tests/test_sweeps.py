@@ -15,9 +15,10 @@ import yaml
 
 from conftest import ROOT, write_raw
 from mnist_jax_pipeline.cli import main
-from mnist_jax_pipeline.config.sweeps import dvc_commands, load, point_name
+from mnist_jax_pipeline.config.sweeps import load, point_name
 from mnist_jax_pipeline.foundation import paths
 from mnist_jax_pipeline.foundation.errors import PipelineError
+from mnist_jax_pipeline.orchestration.experiment_queue import dvc_commands
 from workspace import make_workspace, planned_rules, sh
 
 pytestmark = pytest.mark.slow
@@ -285,7 +286,7 @@ def test_a_base_changed_since_the_points_were_made_queues_nothing(tmp_path, monk
     """A point's name leaves out the base: after an uncommitted edit of params.yaml, the experiment of that name
     holds the old base, so sweep-queue asks for the commit that starts the points afresh."""
     from mnist_jax_pipeline.cli import main
-    from mnist_jax_pipeline.config import sweeps
+    from mnist_jax_pipeline.orchestration import experiment_queue
 
     bin_dir, log = tmp_path / "bin", tmp_path / "dvc-calls.log"
     bin_dir.mkdir()
@@ -299,7 +300,7 @@ esac
 """)
     (bin_dir / "dvc").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    monkeypatch.setattr(sweeps, "_in_queue", dict)
+    monkeypatch.setattr(experiment_queue, "_in_queue", dict)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(SWEEP))
     shutil.copy(Path(__file__).resolve().parents[1] / "params.yaml", tmp_path / "params.yaml")
@@ -320,7 +321,7 @@ def test_a_failed_dvc_command_queues_nothing_and_says_why(tmp_path, monkeypatch,
     """Without DVC's list of experiments every point would look new, and a `dvc status` that fails (a DVC
     command holds the lock) says nothing of the shared stages: sweep-queue stops in one line with DVC's reason."""
     from mnist_jax_pipeline.cli import main
-    from mnist_jax_pipeline.config import sweeps
+    from mnist_jax_pipeline.orchestration import experiment_queue
 
     bin_dir, log = tmp_path / "bin", tmp_path / "dvc-calls.log"
     bin_dir.mkdir()
@@ -334,7 +335,7 @@ esac
 """)
     (bin_dir / "dvc").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    monkeypatch.setattr(sweeps, "_in_queue", dict)  # DVC's queue: empty
+    monkeypatch.setattr(experiment_queue, "_in_queue", dict)  # DVC's queue: empty
     monkeypatch.chdir(tmp_path)
     sh(tmp_path, "git", "init", "-q")
     (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(SWEEP))

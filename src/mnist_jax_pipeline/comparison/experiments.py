@@ -6,6 +6,7 @@ column per parameter, dependency hash and metric (over 150 at the defaults); thi
 import argparse
 import json
 import shutil
+import subprocess
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -14,13 +15,25 @@ from pydantic import ValidationError
 from ..artefacts.evaluation import EvalHeadline
 from ..artefacts.training import TrainHeadline
 from ..config.params import load
-from ..config.sweeps import dvc
 from ..foundation import paths
-from ..foundation.errors import PipelineError
+from ..foundation.errors import PipelineError, clip
 
 Headline = TypeVar("Headline", TrainHeadline, EvalHeadline)
 WORKSPACE = "workspace"
 HEADER = ("experiment", "variant", "test acc", "loss", "epoch s", "compile s", "changed from HEAD")
+
+
+def dvc(*args: str) -> str:
+    """What `dvc ARGS` prints; its failure is one line with DVC's reason (its last ERROR line)."""
+    try:
+        done = subprocess.run(["dvc", *args], capture_output=True, text=True)
+    except FileNotFoundError as err:
+        raise PipelineError("dvc: not installed; install the project with its lock: uv sync --locked") from err
+    if done.returncode != 0:  # a line asking for feedback may follow DVC's reason
+        lines = [line for line in done.stderr.splitlines() if line.startswith("ERROR")] or done.stderr.splitlines()
+        reason = clip((lines or [f"exit {done.returncode}"])[-1])
+        raise PipelineError(f"`dvc {' '.join(args)}` failed ({reason}), and nothing was done; fix what DVC says")
+    return done.stdout
 
 
 def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -77,7 +77,9 @@ COMMANDS: dict[str, Command] = {
     "report": Command("stages.report.render", "render reports/report.html and reports/summary.md"),
     "sweep-point": Command("config.sweeps:write_point", "write a sweep point's params.yaml", POINT, hidden=True),
     "sweep-queue": Command(
-        "config.sweeps:queue", "queue a sweep's points as DVC experiments", (Option("--file", "sweeps/NAME.yaml"),)
+        "orchestration.experiment_queue:queue",
+        "queue a sweep's points as DVC experiments",
+        (Option("--file", "sweeps/NAME.yaml"),),
     ),
     "compare": Command(
         "orchestration.points:compare", "one page comparing a sweep's points or DVC's experiments", COMPARE

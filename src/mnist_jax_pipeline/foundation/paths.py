@@ -4,13 +4,11 @@ A `{variant}` in a path makes one artefact per training variant, written by `<ma
 A folder artefact names the files inside it that Snakemake declares (DVC tracks the folder whole).
 """
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 
-@dataclass(frozen=True)
-class Artefact:
+class Artefact(NamedTuple):
     path: str
     made_by: str
     files: tuple[str, ...] = ()  # a folder's files ('{variant}' inside: a per-variant folder's)

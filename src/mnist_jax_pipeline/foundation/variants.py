@@ -4,8 +4,7 @@ The parameter check, the CLI's choices and the report's wording all read this re
 JAX; tests/test_loops.py checks every loop named here has its class.
 """
 
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from .errors import PipelineError
 
@@ -13,8 +12,7 @@ LoopName = Literal["StepLoop", "ScanLoop"]
 CALL_UNIT = {"StepLoop": "step", "ScanLoop": "epoch"}  # what one compiled call of each loop runs
 
 
-@dataclass(frozen=True)
-class Variant:
+class Variant(NamedTuple):
     name: str
     description: str
     loop: LoopName

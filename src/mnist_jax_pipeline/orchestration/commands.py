@@ -3,14 +3,13 @@
 import argparse
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ..foundation import paths, variants
 from ..foundation.stops import held
 
 
-@dataclass(frozen=True)
-class Option:
+class Option(NamedTuple):
     flag: str  # without a leading '-': a positional argument
     help: str
     default: str | None = None  # None: the option is required
@@ -29,11 +28,10 @@ class Option:
             )
 
 
-@dataclass(frozen=True)
-class Command:
+class Command(NamedTuple):
     module: str  # relative to the package, with `:function` where not `main(args)` runs the command
     help: str
-    options: tuple[Option, ...] = field(default_factory=tuple)
+    options: tuple[Option, ...] = ()
     hidden: bool = False  # run by the orchestrators, not by hand: left out of the command list
 
     def function(self) -> Callable[[argparse.Namespace], None]:

@@ -5,7 +5,7 @@ paths.py. `code` names the package files a stage's command runs beside CORE (a f
 each package's __init__.py is implied); tests/test_stages.py checks it against the imports.
 """
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..config.params import SECTIONS
 from ..foundation import paths
@@ -22,8 +22,7 @@ TIMED = f"{DATA} foundation/runtime.py artefacts/model_file.py"
 LOOPS = "mlp/loops mlp/model.py artefacts/training.py"
 
 
-@dataclass(frozen=True)
-class Stage:
+class Stage(NamedTuple):
     name: str  # and the `mnist-pipeline` command it runs (commands.COMMANDS)
     params: tuple[str, ...]  # params.yaml sections it reads (whole sections, as DVC tracks them)
     code: str  # package files and folders its command runs beside CORE, separated by spaces

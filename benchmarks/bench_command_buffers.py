@@ -32,7 +32,7 @@ SETTINGS = {
 
 def child(processed: Path, params_path: Path, epochs: int) -> dict[str, Any]:
     """Train jit_scan once in this process; its figures."""
-    from mnist_jax_pipeline.foundation.numerics import set_numerics
+    from mnist_jax_pipeline.foundation.backend import set_numerics
     from mnist_jax_pipeline.foundation.runtime import device_info
 
     set_numerics()

@@ -24,7 +24,7 @@ from mnist_jax_pipeline.artefacts import training
 from mnist_jax_pipeline.artefacts.model_file import load_model
 from mnist_jax_pipeline.artefacts.profile_summary import read_summary
 from mnist_jax_pipeline.foundation import paths, variants
-from mnist_jax_pipeline.foundation.numerics import MATMUL_PRECISION, set_numerics
+from mnist_jax_pipeline.foundation.backend import MATMUL_PRECISION, set_numerics
 from mnist_jax_pipeline.mlp import loops
 from mnist_jax_pipeline.stages import train
 from mnist_jax_pipeline.stages.profile import stage as profile
@@ -71,7 +71,7 @@ TRAIN_ONCE = """
 import sys
 from argparse import Namespace
 from mnist_jax_pipeline.stages import train
-from mnist_jax_pipeline.foundation.numerics import set_numerics
+from mnist_jax_pipeline.foundation.backend import set_numerics
 set_numerics()
 train.main(Namespace(params=sys.argv[1], variant=sys.argv[2], processed=sys.argv[3], root=sys.argv[4]))
 """
@@ -132,7 +132,7 @@ from conftest import write_raw, tiny_params_dict, write_params
 from mnist_jax_pipeline.config.params import load
 from mnist_jax_pipeline.stages.preprocess import preprocess
 from mnist_jax_pipeline.stages import train
-from mnist_jax_pipeline.foundation.numerics import set_numerics
+from mnist_jax_pipeline.foundation.backend import set_numerics
 set_numerics()
 out = Path(sys.argv[1])
 write_raw(out / "raw")

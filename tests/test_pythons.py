@@ -42,7 +42,7 @@ from argparse import Namespace
 from importlib import metadata
 from mnist_jax_pipeline.stages import train
 from mnist_jax_pipeline.foundation.runtime import cpu_model
-from mnist_jax_pipeline.foundation.numerics import set_numerics
+from mnist_jax_pipeline.foundation.backend import set_numerics
 set_numerics()
 train.main(Namespace(params=sys.argv[1], variant="jit", processed=sys.argv[2], root=sys.argv[3]))
 import jax

@@ -16,7 +16,7 @@ from importlib import metadata
 
 STAGE_START = """
 from mnist_jax_pipeline.foundation import console
-from mnist_jax_pipeline.foundation.numerics import set_numerics
+from mnist_jax_pipeline.foundation.backend import set_numerics
 console.configure("check_jax")  # mnist-pipeline's logging, as every stage sets it
 set_numerics()
 import jax

@@ -19,7 +19,7 @@ import filelock
 
 from . import package_version
 from .errors import PipelineError, clip
-from .numerics import numerics
+from .backend import numerics
 from .paths import RUNTIME_LOCK
 
 LOCK_ENV = "MNIST_PIPELINE_LOCK"  # the lock file, or `off`: jobs share the machine on purpose

@@ -25,7 +25,7 @@ from ..artefacts.provenance import Execution
 from ..config.params import load
 from ..foundation import console, paths
 from ..foundation.errors import PipelineError, clip
-from ..foundation.numerics import set_numerics
+from ..foundation.backend import set_numerics
 from ..foundation.stops import RECEIVED, SIGNALS, Stopped, handle, raise_stopped
 from . import stage_table
 from .commands import Command

@@ -13,7 +13,7 @@ from ..foundation import paths
 CORE = (
     "cli.py artefacts/atomic.py artefacts/dropped.py artefacts/json_model.py artefacts/ownership.py"
     " artefacts/provenance.py config/params.py config/refusals.py foundation/console.py foundation/dataset_facts.py"
-    " foundation/errors.py foundation/numerics.py foundation/paths.py foundation/stops.py foundation/variants.py"
+    " foundation/errors.py foundation/backend.py foundation/paths.py foundation/stops.py foundation/variants.py"
     " orchestration/commands.py orchestration/freshness.py orchestration/jobs.py orchestration/run.py"
     " orchestration/stage_table.py"
 )

@@ -43,9 +43,9 @@ from mnist_jax_pipeline.artefacts.dataset import load_raw_split, read_manifest
 from mnist_jax_pipeline.artefacts.storage import write_json
 from mnist_jax_pipeline.config.params import Params, read_yaml, validate
 from mnist_jax_pipeline.foundation import variants
+from mnist_jax_pipeline.foundation.backend import set_numerics
 from mnist_jax_pipeline.foundation.dataset_facts import NUM_CLASSES
 from mnist_jax_pipeline.foundation.errors import PipelineError
-from mnist_jax_pipeline.foundation.backend import set_numerics
 from mnist_jax_pipeline.foundation.runtime import cpu_model, device_info
 from mnist_jax_pipeline.mlp import loops
 from mnist_jax_pipeline.mlp.model import loss_and_accuracy

@@ -47,8 +47,8 @@ from tutorial_loop import TutorialLoop
 from mnist_jax_pipeline.artefacts.storage import write_json
 from mnist_jax_pipeline.config.params import Params, read_yaml, validate
 from mnist_jax_pipeline.foundation import variants
-from mnist_jax_pipeline.foundation.dataset_facts import NUM_CLASSES
 from mnist_jax_pipeline.foundation.backend import set_numerics
+from mnist_jax_pipeline.foundation.dataset_facts import NUM_CLASSES
 from mnist_jax_pipeline.foundation.runtime import cpu_model, device_info
 from mnist_jax_pipeline.mlp import loops
 from mnist_jax_pipeline.mlp.loops.base import steps_per_epoch

@@ -131,10 +131,10 @@ def test_a_backend_plugin_that_cannot_start_is_one_warning_line():
     import io
     import logging
 
-    from mnist_jax_pipeline.foundation.console import configure
+    from mnist_jax_pipeline.foundation.backend import quiet_plugin_errors
 
-    configure("train@jit")
-    configure("train@jit")  # once is enough, twice changes nothing
+    quiet_plugin_errors()
+    quiet_plugin_errors()  # once is enough, twice changes nothing
     logger = logging.getLogger("jax._src.xla_bridge")
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)

@@ -27,19 +27,6 @@ def job_label(stage: str, variant: str | None = None, root: str | Path = ".") ->
     return f"{name} [{(where.relative_to(SWEEPS) if SWEEPS in where.parents else where).as_posix()}]"
 
 
-class OneLinePluginError(logging.Filter):
-    """A JAX backend plugin that cannot start (a CUDA build without a GPU) is one warning line, not a
-    traceback: JAX runs on the CPU then."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and record.exc_info[1] is not None:
-            cause = str(record.exc_info[1]).strip().splitlines()[0][:200]
-            record.msg, record.args = f"{record.getMessage()}: {cause}; JAX runs on the other backends (the CPU)", None
-            record.exc_info = record.exc_text = None
-            record.levelno, record.levelname = logging.WARNING, "WARNING"
-        return True
-
-
 def log_file() -> Path | None:
     """The job's log file (MNIST_PIPELINE_LOG), which must be a `.log` file in a folder; None when unset."""
     setting = os.environ.get(LOG_ENV, "")
@@ -75,9 +62,6 @@ def configure(label: str, verbose: bool = False) -> None:
     _install(details, handlers[1:], fmt)
     for noisy in NOISY:
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    jax_bridge = logging.getLogger("jax._src.xla_bridge")
-    if not any(isinstance(f, OneLinePluginError) for f in jax_bridge.filters):
-        jax_bridge.addFilter(OneLinePluginError())
 
 
 def say(line: str) -> None:

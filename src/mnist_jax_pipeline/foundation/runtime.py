@@ -18,8 +18,8 @@ from typing import Any
 import filelock
 
 from . import package_version
-from .errors import PipelineError, clip
 from .backend import numerics
+from .errors import PipelineError, clip
 from .paths import RUNTIME_LOCK
 
 LOCK_ENV = "MNIST_PIPELINE_LOCK"  # the lock file, or `off`: jobs share the machine on purpose

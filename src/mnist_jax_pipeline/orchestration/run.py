@@ -25,7 +25,6 @@ from ..artefacts.provenance import Execution
 from ..config.params import load
 from ..foundation import console, paths
 from ..foundation.errors import PipelineError, clip
-from ..foundation.backend import set_numerics
 from ..foundation.stops import RECEIVED, SIGNALS, Stopped, handle, raise_stopped
 from . import stage_table
 from .commands import Command
@@ -81,18 +80,6 @@ def one_line(err: BaseException) -> str | None:
     if isinstance(err, OSError):
         where = err.filename or "a file or standard output"
         return f"{where}: {err.strerror or err}; check that it exists, its permissions and the free space"
-    setting, jax = os.environ.get("JAX_PLATFORMS"), sys.modules.get("jax")
-    if not isinstance(err, RuntimeError | AssertionError) or not setting or jax is None:
-        return None
-    try:  # JAX fails at a stage's first array operation when it cannot start the backend JAX_PLATFORMS names
-        jax.devices()
-    except Exception as failure:
-        reason = str(failure).split(" (set JAX_PLATFORMS", 1)[0] or "no such device is visible"
-        return (
-            f"JAX_PLATFORMS={clip(setting)}: JAX cannot start that backend here ({clip(reason, 160)}); set"
-            " JAX_PLATFORMS=cpu, or unset it to let JAX use what this machine has (a GPU needs the"
-            " .[cuda12] extra, a TPU the .[tpu] extra)"
-        )
     return None
 
 
@@ -184,7 +171,6 @@ def job_for(args: argparse.Namespace, checker: Recorder) -> Job | None:
 def stage(args: argparse.Namespace, command: Command) -> Iterator[Callable[[argparse.Namespace], None]]:
     """The command's function, its outputs put in place together; a stage's inside its checks and record."""
     check_not_stopped()
-    set_numerics()  # before any stage starts a JAX backend
     console.log_file()  # a setting that is not a log file is refused
     started, clock = now(), time.perf_counter()
     if Path(getattr(args, "root", ".")) != Path("."):

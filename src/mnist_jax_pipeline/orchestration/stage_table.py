@@ -13,12 +13,13 @@ from ..foundation import paths
 CORE = (
     "cli.py artefacts/atomic.py artefacts/dropped.py artefacts/json_model.py artefacts/ownership.py"
     " artefacts/provenance.py config/params.py config/refusals.py foundation/console.py foundation/dataset_facts.py"
-    " foundation/errors.py foundation/backend.py foundation/paths.py foundation/stops.py foundation/variants.py"
+    " foundation/errors.py foundation/paths.py foundation/stops.py foundation/variants.py"
     " orchestration/commands.py orchestration/freshness.py orchestration/jobs.py orchestration/run.py"
     " orchestration/stage_table.py"
 )
 DATA = "artefacts/dataset.py artefacts/storage.py"
-TIMED = f"{DATA} foundation/runtime.py artefacts/model_file.py"
+RUNTIME = "foundation/backend.py foundation/runtime.py"
+TIMED = f"{DATA} {RUNTIME} artefacts/model_file.py"
 LOOPS = "mlp/loops mlp/model.py artefacts/training.py"
 
 
@@ -78,8 +79,7 @@ STAGES: tuple[Stage, ...] = (
     Stage(
         "report",
         SECTIONS,
-        f"{DATA} foundation/runtime.py artefacts/evaluation.py artefacts/profile_summary.py"
-        " artefacts/training.py stages/report",
+        f"{DATA} {RUNTIME} artefacts/evaluation.py artefacts/profile_summary.py artefacts/training.py stages/report",
         (
             paths.RAW,
             paths.PROCESSED,

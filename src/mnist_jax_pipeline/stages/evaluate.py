@@ -10,7 +10,7 @@ from ..artefacts.dataset import load_split
 from ..artefacts.evaluation import ClassScores, ConfusionRow, EvalDetails, EvalMetrics
 from ..artefacts.model_file import load_model
 from ..config.params import load
-from ..foundation import paths
+from ..foundation import backend, paths
 from ..foundation.dataset_facts import NUM_CLASSES
 from ..foundation.errors import PipelineError
 from ..foundation.runtime import timing_lock
@@ -73,5 +73,6 @@ def main(args: argparse.Namespace) -> None:
     """`mnist-pipeline evaluate --variant V`."""
     load(args.params)
     with timing_lock(f"evaluate@{args.variant}"):
+        backend.start()
         metrics = evaluate(args.variant, args.processed, args.root)
     log.info("test accuracy %.2f%%, test loss %.4f", 100 * metrics.test_accuracy, metrics.test_loss)

@@ -18,7 +18,7 @@ from ..artefacts.dataset import load_split
 from ..artefacts.model_file import ModelMetadata, save_model
 from ..artefacts.training import EpochRow, RunInfo, TrainMetrics, XlaAnalysis
 from ..config.params import Params, load
-from ..foundation import console, paths, variants
+from ..foundation import backend, console, paths, variants
 from ..foundation.errors import PipelineError
 from ..foundation.runtime import device_info, peak_rss_bytes, timing_lock
 from ..mlp import loops
@@ -138,6 +138,7 @@ def main(args: argparse.Namespace) -> None:
     params, variant, root = load(args.params), args.variant, args.root
     data = load_dataset(args.processed)
     with timing_lock(f"train@{variant}") as conditions:
+        backend.start()
         run, history = train(params, variant, data, label=console.job_label("train", variant, root))
     metrics = summarize(run, history, len(data.train_labels), params.train.batch_size)
     metadata = ModelMetadata(

@@ -19,7 +19,7 @@ from ...artefacts.dataset import load_split
 from ...artefacts.model_file import HostParams, layer_sizes_of, load_model
 from ...artefacts.profile_summary import INSTALL_HINT, PeakMemory, PprofTools, ProfileSummary, Snapshot, Trace
 from ...config.params import Params, load
-from ...foundation import console, paths, variants
+from ...foundation import backend, console, paths, variants
 from ...foundation.dataset_facts import NUM_CLASSES
 from ...foundation.errors import PipelineError
 from ...foundation.runtime import peak_rss_bytes, timing_lock
@@ -222,4 +222,5 @@ def main(args: argparse.Namespace) -> None:
     """`mnist-pipeline profile --variant V`: the variant's trace and device-memory snapshots."""
     params = load(args.params)
     with timing_lock(paths.PROFILE.stage(args.variant)):
+        backend.start()
         profile(params, args.variant, args.processed, args.root)

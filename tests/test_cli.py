@@ -15,6 +15,7 @@ from conftest import ROOT
 from mnist_jax_pipeline.artefacts import storage
 from mnist_jax_pipeline.cli import main
 from mnist_jax_pipeline.foundation.errors import PipelineError
+from mnist_jax_pipeline.orchestration.commands import COMMANDS
 
 
 def write_params(tmp_path, text_change):
@@ -153,6 +154,26 @@ def test_a_backend_plugin_that_cannot_start_is_one_warning_line():
         "WARNING Jax plugin configuration error: Exception when calling xla_cuda12.initialize():"
         " operation cuInit(0) failed: Unknown CUDA error 303; JAX runs on"
     )
+
+
+def test_a_jax_stage_starts_its_backend_only_once_the_numerics_are_set():
+    """Importing a JAX stage's module starts no backend: `backend.start()` starts it, after setting the numerics."""
+    code = (
+        "import importlib, sys\n"
+        "from jax._src import xla_bridge\n"
+        "for name in sys.argv[1:]:\n"
+        "    importlib.import_module(f'mnist_jax_pipeline.{name}')\n"
+        "    assert not xla_bridge.backends_are_initialized(), name\n"
+        "from mnist_jax_pipeline.foundation import backend\n"
+        "backend.start()\n"
+        "import jax, os\n"
+        "print(xla_bridge.backends_are_initialized(), jax.config.jax_default_matmul_precision, os.environ['XLA_FLAGS'])"
+    )
+    modules = [COMMANDS[name].module for name in ("train", "evaluate", "profile")]
+    env = {key: value for key, value in os.environ.items() if key not in ("XLA_FLAGS", "JAX_DEFAULT_MATMUL_PRECISION")}
+    done = subprocess.run([sys.executable, "-c", code, *modules], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "highest", "--xla_gpu_exclude_nondeterministic_ops=true"]
 
 
 @pytest.fixture(scope="module")

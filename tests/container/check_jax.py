@@ -15,10 +15,9 @@ import sys
 from importlib import metadata
 
 STAGE_START = """
-from mnist_jax_pipeline.foundation import console
-from mnist_jax_pipeline.foundation.backend import set_numerics
+from mnist_jax_pipeline.foundation import backend, console
 console.configure("check_jax")  # mnist-pipeline's logging, as every stage sets it
-set_numerics()
+backend.start()  # as the JAX stages start JAX
 import jax
 print(jax.default_backend())
 """
@@ -42,7 +41,7 @@ def main(target: str) -> None:
             fail(f"{plugin} {version} does not match jaxlib {jaxlib}")
         importlib.import_module(f"jax_plugins.xla_{target}")  # the plugin's shared library loads
         found.append(f"{plugin} {version} (loads)")
-    # A fresh process that starts JAX as a stage does (mnist-pipeline's logging, the project's filter):
+    # A fresh process that starts JAX as a stage does (mnist-pipeline's logging, then backend.start()):
     # on a machine without the accelerator JAX must fall back to the CPU, saying so in one line.
     done = subprocess.run([sys.executable, "-c", STAGE_START], capture_output=True, text=True, timeout=300)
     backend = done.stdout.strip()

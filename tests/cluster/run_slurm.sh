@@ -48,16 +48,21 @@ CONF_CREATED=0
 KEY_CREATED=0
 RUN_CREATED=0
 OK=0
+WORKFLOW_PID=""         # the Snakemake that submits the jobs, while it runs
+
+stop() {  # stop PID: SIGTERM, then SIGKILL after 20 s
+  kill "$1" 2>/dev/null || return 0
+  for _ in $(seq 100); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.2; done
+  kill -9 "$1" 2>/dev/null || true
+}
 
 cleanup() {
+  if [ -n "$WORKFLOW_PID" ]; then stop "$WORKFLOW_PID"; fi   # it cancels its jobs while the cluster is up
   if [ ${#PIDS[@]} -gt 0 ] && command -v scancel >/dev/null; then
-    scancel --full --quiet --user root 2>/dev/null || true   # our own one-node cluster only
+    timeout 20 scancel --full --quiet --user root 2>/dev/null || true   # our own one-node cluster only
   fi
   for (( i=${#PIDS[@]}-1; i>=0; i-- )); do
-    pid=${PIDS[i]}
-    kill "$pid" 2>/dev/null || continue
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
-    kill -9 "$pid" 2>/dev/null || true
+    stop "${PIDS[i]}"
   done
   if [ -n "$CONF_BACKUP" ]; then cp -p "$CONF_BACKUP" "$CONF"; fi
   if [ "$CONF_CREATED" = 1 ]; then rm -f "$CONF"; fi
@@ -67,6 +72,17 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+
+workflow() {  # workflow LOG [TARGET...]: Snakemake through Slurm in the workspace; a stop ends the wait at once
+  local log="$1"
+  shift
+  ( cd "$WS" && exec snakemake --profile workflow/profiles/slurm-local "$@" ) >"$log" 2>&1 &
+  WORKFLOW_PID=$!
+  wait "$WORKFLOW_PID"
+  local rc=$?
+  WORKFLOW_PID=""
+  return $rc
+}
 
 # --- configuration: /etc/slurm/slurm.conf (jobs of the plugin only see the default path) ---
 mkdir -p /etc/slurm "$WORK/state" "$WORK/spool" "$WORK/log"
@@ -129,7 +145,7 @@ from workspace import make_workspace
 print(make_workspace(Path('$WORK'), 'ws'))")" || fail "could not make the workspace"
 say "workspace $WS"
 RUN_START=$(date +%s)
-( cd "$WS" && snakemake --profile workflow/profiles/slurm-local ) >"$WORK/snakemake.log" 2>&1
+workflow "$WORK/snakemake.log"
 RC=$?
 RUN_S=$(( $(date +%s) - RUN_START ))
 if [ $RC != 0 ]; then tail -60 "$WORK/snakemake.log"; fail "snakemake through Slurm exited with $RC"; fi
@@ -189,7 +205,7 @@ check_jobs "$(snakemake_log_of "$WORK/snakemake.log")" $EXPECTED_RULES
 # --- a sweep through Slurm: each point's train and evaluate are Slurm jobs, sharing the upstream ---
 printf 'variant: jit\ngrid:\n  train.step_size: [0.05, 0.1]\n' >"$WS/sweeps/slurm.yaml"
 SWEEP_START=$(date +%s)
-( cd "$WS" && snakemake --profile workflow/profiles/slurm-local sweeps/slurm/compare.html ) >"$WORK/sweep.log" 2>&1
+workflow "$WORK/sweep.log" sweeps/slurm/compare.html
 RC=$?
 SWEEP_S=$(( $(date +%s) - SWEEP_START ))
 if [ $RC != 0 ]; then tail -60 "$WORK/sweep.log"; fail "the sweep through Slurm exited with $RC"; fi

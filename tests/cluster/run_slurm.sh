@@ -84,6 +84,21 @@ workflow() {  # workflow LOG [TARGET...]: Snakemake through Slurm in the workspa
   return $rc
 }
 
+show_failures() {  # show_failures CONSOLE: each failed job's own log, its Slurm log and Slurm's record of it
+  local job log rule wildcards f
+  sed -n 's/.* failed \([^ ;]*\); its log: \(.*\)$/\1 \2/p' "$1" | while read -r job log; do
+    echo "--- $job: $log (its end)"
+    tail -n 40 "$WS/$log" 2>/dev/null
+    rule="${job%%@*}"
+    wildcards=""
+    [[ "$job" == *@* ]] && wildcards="${job#*@}"
+    for f in "$WS/.snakemake/slurm_logs/rule_$rule/$wildcards"/*.log; do
+      [ -f "$f" ] && { echo "--- Slurm's log of $job: $f (its end)"; tail -n 40 "$f"; }
+    done
+  done
+  grep -v "JobState=COMPLETED" "$WORK/jobcomp.txt" 2>/dev/null | sed 's/^/--- not COMPLETED: /'
+}
+
 # --- configuration: /etc/slurm/slurm.conf (jobs of the plugin only see the default path) ---
 mkdir -p /etc/slurm "$WORK/state" "$WORK/spool" "$WORK/log"
 if [ -e "$CONF" ]; then CONF_BACKUP="$WORK/slurm.conf.orig"; cp -p "$CONF" "$CONF_BACKUP"; else CONF_CREATED=1; fi
@@ -148,7 +163,7 @@ RUN_START=$(date +%s)
 workflow "$WORK/snakemake.log"
 RC=$?
 RUN_S=$(( $(date +%s) - RUN_START ))
-if [ $RC != 0 ]; then tail -60 "$WORK/snakemake.log"; fail "snakemake through Slurm exited with $RC"; fi
+if [ $RC != 0 ]; then tail -60 "$WORK/snakemake.log"; show_failures "$WORK/snakemake.log"; fail "snakemake through Slurm exited with $RC"; fi
 say "workflow through Slurm finished in ${RUN_S}s"
 
 # --- proof from Slurm's records: each rule's jobs (ids from the plugin's per-rule logs) are
@@ -208,7 +223,7 @@ SWEEP_START=$(date +%s)
 workflow "$WORK/sweep.log" sweeps/slurm/compare.html
 RC=$?
 SWEEP_S=$(( $(date +%s) - SWEEP_START ))
-if [ $RC != 0 ]; then tail -60 "$WORK/sweep.log"; fail "the sweep through Slurm exited with $RC"; fi
+if [ $RC != 0 ]; then tail -60 "$WORK/sweep.log"; show_failures "$WORK/sweep.log"; fail "the sweep through Slurm exited with $RC"; fi
 SWEEP_SNAKELOG="$(snakemake_log_of "$WORK/sweep.log")"
 grep -qE "^(localrule|rule) (download|preprocess):" "$SWEEP_SNAKELOG" && fail "the sweep ran the shared stages again"
 check_jobs "$SWEEP_SNAKELOG" sweep_point sweep_train sweep_evaluate sweep_compare

@@ -100,6 +100,16 @@ def test_a_stage_stops_once_the_snakemake_named_to_it_is_gone(pid_taken):
             process.wait()
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="on Linux psutil derives start times from the boot time")
+def test_a_snakemake_is_still_there_after_the_clock_is_set(monkeypatch):
+    """Setting the clock moves psutil's boot time, and every start time with it: Snakemake's identity holds."""
+    named = run.identity(os.getpid())
+    create_time, boot_time = psutil.Process.create_time, psutil.boot_time
+    monkeypatch.setattr(psutil.Process, "create_time", lambda process: create_time(process) + 3600.0)
+    monkeypatch.setattr(psutil, "boot_time", lambda: boot_time() + 3600.0)
+    assert run._alive(named)
+
+
 SETTING_UP = """
 import os, signal, sys, threading
 from mnist_jax_pipeline.cli import entry

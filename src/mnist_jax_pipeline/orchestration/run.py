@@ -34,15 +34,17 @@ ORCHESTRATOR = "MNIST_PIPELINE_ORCHESTRATOR"  # the identity of the Snakemake wh
 
 
 def identity(pid: int) -> str:
-    """A process's pid and start time, which no later process with its pid shares."""
-    return f"{pid} {psutil.Process(pid).create_time()}"
+    """A process's pid and start time, which no later process with its pid shares. On Linux the start time counts
+    from boot: psutil adds the boot time, which moves whenever the clock is set."""
+    started = psutil.Process(pid).create_time() - (psutil.boot_time() if sys.platform == "linux" else 0)
+    return f"{pid} {started:.2f}"
 
 
 def _alive(named: str) -> bool:
     """Whether the process of that identity runs: not gone, not a zombie, its pid not taken by another."""
     with contextlib.suppress(psutil.Error, ValueError):
-        process = psutil.Process(int(named.split(" ", 1)[0]))
-        return f"{process.pid} {process.create_time()}" == named and process.status() != psutil.STATUS_ZOMBIE
+        pid = int(named.split(" ", 1)[0])
+        return identity(pid) == named and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     return False
 
 

@@ -32,10 +32,10 @@ SETTINGS = {
 
 def child(processed: Path, params_path: Path, epochs: int) -> dict[str, Any]:
     """Train jit_scan once in this process; its figures."""
-    from mnist_jax_pipeline.foundation.backend import set_numerics
+    from mnist_jax_pipeline.foundation.backend import start
     from mnist_jax_pipeline.foundation.runtime import device_info
 
-    set_numerics()
+    start()
     import numpy as np
 
     from mnist_jax_pipeline.config.params import read_yaml, validate
@@ -88,7 +88,10 @@ def main() -> int:
     if args.child:
         print(json.dumps(child(args.processed, args.params, args.epochs)))
         return 0
-    results = {name: measure(name, SETTINGS[name], args) for name in args.settings.split(",")}
+    names = args.settings.split(",")
+    if unknown := [name for name in names if name not in SETTINGS]:
+        parser.error(f"--settings: unknown {', '.join(unknown)}; choose from {','.join(SETTINGS)}")
+    results = {name: measure(name, SETTINGS[name], args) for name in names}
     ran = [r for r in results.values() if "weights_sha256" in r]
     summary = {
         "what": "jit_scan epoch with XLA command buffers for while loops (benchmarks/bench_command_buffers.py)",

@@ -43,7 +43,7 @@ from mnist_jax_pipeline.artefacts.dataset import load_raw_split, read_manifest
 from mnist_jax_pipeline.artefacts.storage import write_json
 from mnist_jax_pipeline.config.params import Params, read_yaml, validate
 from mnist_jax_pipeline.foundation import variants
-from mnist_jax_pipeline.foundation.backend import set_numerics
+from mnist_jax_pipeline.foundation.backend import start
 from mnist_jax_pipeline.foundation.dataset_facts import NUM_CLASSES
 from mnist_jax_pipeline.foundation.errors import PipelineError
 from mnist_jax_pipeline.foundation.runtime import cpu_model, device_info
@@ -196,7 +196,6 @@ def summary(runs: list[dict[str, Any]], split: str, target: float) -> dict[str, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    set_numerics()  # the pipeline's: deterministic GPU ops, full-precision float32 matmuls
     parser = argparse.ArgumentParser(description=DESCRIPTION)
     parser.add_argument("--params", type=Path, default=PRESET, help="the preset (a complete params.yaml)")
     parser.add_argument(
@@ -214,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--output", type=Path, help="also write the JSON to this file")
     args = parser.parse_args(argv)
+    start()  # JAX as the stages start it: deterministic GPU ops, full-precision float32 matmuls
 
     raw = load_params(args.params, args.set)
     seeds = [int(s) for s in args.seeds.split(",") if s]
@@ -275,5 +275,5 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     try:
         sys.exit(main())
-    except PipelineError as err:  # a refused parameter or a damaged input: one line, as the pipeline prints it
+    except PipelineError as err:  # a backend JAX cannot start, a refused parameter: one line, as the pipeline says it
         sys.exit(f"error: {err}")

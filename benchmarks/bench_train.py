@@ -47,8 +47,9 @@ from tutorial_loop import TutorialLoop
 from mnist_jax_pipeline.artefacts.storage import write_json
 from mnist_jax_pipeline.config.params import Params, read_yaml, validate
 from mnist_jax_pipeline.foundation import variants
-from mnist_jax_pipeline.foundation.backend import set_numerics
+from mnist_jax_pipeline.foundation.backend import start
 from mnist_jax_pipeline.foundation.dataset_facts import NUM_CLASSES
+from mnist_jax_pipeline.foundation.errors import PipelineError
 from mnist_jax_pipeline.foundation.runtime import cpu_model, device_info
 from mnist_jax_pipeline.mlp import loops
 from mnist_jax_pipeline.mlp.loops.base import steps_per_epoch
@@ -398,7 +399,6 @@ def print_text(report: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    set_numerics()  # the pipeline's: deterministic GPU ops, full-precision float32 matmuls
     parser = argparse.ArgumentParser(description=DESCRIPTION)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of the reference and one epoch per loop (>= 1)")
@@ -430,6 +430,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     if args.rounds < 1 or args.repeats < 1 or (args.progress == "both" and args.rounds < 2):
         parser.error("--rounds and --repeats must be at least 1 (--rounds at least 2 with --progress both)")
+    start()  # JAX as the stages start it: deterministic GPU ops, full-precision float32 matmuls
 
     load_start = [round(x, 2) for x in os.getloadavg()]
     params = bench_params(args.batch_size, 1 + args.rounds * (1 + RETRIES))  # every epoch a retry may run
@@ -461,4 +462,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except PipelineError as err:  # a backend JAX cannot start, a refused parameter: one line, as the pipeline says it
+        sys.exit(f"error: {err}")

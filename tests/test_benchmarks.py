@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conftest import ROOT, tiny_params_dict, write_params, write_raw
+from conftest import ROOT, adopt, run_stages, tiny_params_dict, write_params, write_raw
 from mnist_jax_pipeline.foundation import variants
 from mnist_jax_pipeline.orchestration import stage_table
 
@@ -104,6 +104,35 @@ def test_bench_train(tmp_path: Path):
     assert report["host"]["cpu"] and report["host"]["cores"] >= 1 and set(report["host"]["isa"]) >= {"avx512f", "amx"}
     assert len(report["load_average_1min"]) == 3 and len(report["load_average_start"]) == 3
     assert {"device", "backend", "versions", "host_cpu_count", "host_cpu"} <= set(report)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", ["bench_train.py", "bench_time_to_accuracy.py"])
+def test_a_benchmark_starts_jax_as_a_stage_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str):
+    """The stages' start: a backend JAX cannot start is the stages' one line, not JAX's traceback."""
+    monkeypatch.setenv("JAX_PLATFORMS", "cuda")
+    probe = subprocess.run([sys.executable, "-c", "import jax; jax.devices()"], capture_output=True)
+    if probe.returncode == 0:
+        pytest.skip("this machine has a working JAX_PLATFORMS=cuda backend")
+    done = bench(script, "--synthetic", cwd=tmp_path, allowed=(1,))
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert "Traceback" not in done.stderr and len(lines) == 1, done.stderr
+    assert lines[0].startswith("error: JAX_PLATFORMS=cuda: JAX cannot start that backend here ("), lines
+
+
+@pytest.mark.slow
+def test_bench_command_buffers(tmp_path: Path):
+    write_raw(tmp_path / "data" / "raw", 600, 100)
+    write_params(tmp_path / "params.yaml", tiny_params_dict())
+    adopt(tmp_path)
+    run_stages(tmp_path, ["preprocess"])
+    done = bench("bench_command_buffers.py", "--settings", "default,while", "--epochs", "2", "--json", cwd=tmp_path)
+    report = json.loads(done.stdout)
+    assert list(report["settings"]) == ["default", "while"] and report["same_weights"] is True
+    for setting in report["settings"].values():  # XLA's CPU backend accepts the GPU flags and ignores them
+        assert setting["accepted"] and len(setting["epoch_seconds"]) == 2 and finite(setting["epoch_seconds_median"])
+    refused = bench("bench_command_buffers.py", "--settings", "off", cwd=tmp_path, allowed=(2,))
+    assert refused.stderr.splitlines()[-1].endswith("--settings: unknown off; choose from default,while,while+unroll")
 
 
 @pytest.mark.slow

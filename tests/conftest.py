@@ -6,6 +6,8 @@ import copy
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -67,6 +69,13 @@ def unavailable(reason: str) -> NoReturn:
     if IN_CI:
         pytest.fail(f"CI=true and this test cannot run: {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+def jax_starts(platform: str) -> bool:
+    """Whether JAX starts a backend on this machine under JAX_PLATFORMS=`platform`."""
+    env = {**os.environ, "JAX_PLATFORMS": platform}
+    probe = subprocess.run([sys.executable, "-c", "import jax; jax.devices()"], env=env, capture_output=True)
+    return probe.returncode == 0
 
 
 def without_root_powers() -> list[str]:

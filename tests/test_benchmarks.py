@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conftest import ROOT, adopt, run_stages, tiny_params_dict, write_params, write_raw
+from conftest import ROOT, adopt, jax_starts, run_stages, tiny_params_dict, write_params, write_raw
 from mnist_jax_pipeline.foundation import variants
 from mnist_jax_pipeline.orchestration import stage_table
 
@@ -111,8 +111,7 @@ def test_bench_train(tmp_path: Path):
 def test_a_benchmark_starts_jax_as_a_stage_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str):
     """The stages' start: a backend JAX cannot start is the stages' one line, not JAX's traceback."""
     monkeypatch.setenv("JAX_PLATFORMS", "cuda")
-    probe = subprocess.run([sys.executable, "-c", "import jax; jax.devices()"], capture_output=True)
-    if probe.returncode == 0:
+    if jax_starts("cuda"):
         pytest.skip("this machine has a working JAX_PLATFORMS=cuda backend")
     done = bench(script, "--synthetic", cwd=tmp_path, allowed=(1,))
     lines = [line for line in done.stderr.splitlines() if line.strip()]

@@ -96,14 +96,49 @@ def test_a_stage_refuses_inputs_that_are_not_current_in_one_line(project, capsys
     assert not (project / "models").exists()
 
 
-def test_a_stage_writes_no_record_for_outputs_from_another_parameters_file(project, capsys):
+def test_outputs_from_other_parameters_or_inputs_never_replace_recorded_ones(project, capsys):
+    """No record lists what a run from another parameters file or input folder makes: it may not replace what a
+    record lists, and it is written where no stage takes it."""
     raw = tiny_params_dict(variants=["jit"])
     raw["preprocess"]["normalize"] = "none" if raw["preprocess"]["normalize"] != "none" else "unit"
     write_params(project / "other.yaml", raw)
-    assert main(["--params", "other.yaml", "preprocess"]) == 0
-    found = problems("preprocess")  # the record is params.yaml's: the new arrays are not what it lists
-    assert found and all(line.endswith("changed since 'preprocess' wrote it") for line in found)
-    assert "data/processed/train_images.npy: changed since 'preprocess' wrote it" in found
+    shutil.copytree(project / "data/raw", project / "raw2")
+    before = {p: p.read_bytes() for p in files_under(project / "data/processed")}
+    for argv, fix in (
+        (["--params", "other.yaml", "preprocess"], "--out DIR"),
+        (["preprocess", "--raw", "raw2"], "--out DIR"),
+        (["--params", "other.yaml", "report"], "run it with params.yaml"),
+    ):
+        recorded = "provenance/report.json" if "report" in argv else "provenance/preprocess.json"
+        if not (project / recorded).exists():
+            (project / recorded).touch()  # stands for report's record: what it holds does not matter here
+        assert main(argv) == 1
+        line = capsys.readouterr().err.strip().splitlines()[-1]
+        given = "--params other.yaml" if argv[0] == "--params" else "--raw raw2"
+        assert line.startswith(f"error: {given}: ") and line.endswith(fix), line
+        assert f"would replace what {recorded} lists, unrecorded; " in line, line
+    assert {p: p.read_bytes() for p in files_under(project / "data/processed")} == before
+    assert main(["--params", "other.yaml", "preprocess", "--out", "elsewhere"]) == 0
+    assert not (project / "elsewhere/provenance").exists() and problems("preprocess") == []
+    assert main(["train", "--variant", "jit", "--processed", "elsewhere", "--root", "runs/a"]) == 0
+    assert not (project / "runs/a/provenance").exists()  # made from other inputs: no record
+    assert main(["--params", "other.yaml", "check"]) == 0  # check writes no output but its record
+
+
+def test_a_root_a_stage_ran_in_is_its_own_again(project, capsys):
+    for argv in (["train"], ["train"], ["evaluate"]):
+        assert main([*argv, "--variant", "jit", "--root", "runs/a"]) == 0, capsys.readouterr().err
+    assert (project / "runs/a/provenance/evaluate_jit.json").is_file()
+    (project / "theirs").mkdir()
+    (project / "theirs/notes.txt").write_text("their notes\n")
+    assert main(["train", "--variant", "jit", "--root", "theirs"]) == 1
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .splitlines()[-1]
+        .startswith("error: --root theirs: a folder `mnist-pipeline train` did not make;")
+    )
+    assert sorted(p.name for p in (project / "theirs").iterdir()) == ["notes.txt"]
 
 
 def test_the_tables_paths_written_another_way_are_the_pipelines_job(project):

@@ -30,9 +30,11 @@ def _tracked(path: Path) -> bool:
 
 def _made_by(target: Path, signature: str, inside: str | None) -> bool:
     """Whether `target` is new (not even a link), an empty folder, or holds `signature` (a folder: in its file
-    `inside`)."""
+    `inside`); with no signature, a stages' root: a sweep point's, with its params.yaml, or one a stage recorded in."""
     if not (target.exists() or target.is_symlink()) or (target.is_dir() and not any(target.iterdir())):
         return True
+    if not signature:
+        return any((target / name).exists() for name in (paths.PARAMS, paths.PROVENANCE))
     with contextlib.suppress(OSError), open(target / inside if inside else target, "rb") as file:
         return signature.encode() in file.read(SIGNATURE_BYTES)
     return False

@@ -94,7 +94,9 @@ class Outcome:
         self.done = threading.Event()  # ends the orchestrator watch
 
     def __enter__(self) -> Self:
-        try:  # a stop raised here is kept in RECEIVED: the command's first check, or the signal sent again, raises it
+        # a stop raised here is kept in RECEIVED: the command's first check, or the signal sent again, raises it;
+        # a bad setting is refused by the command's first check too
+        with contextlib.suppress(Stopped, PipelineError):
             for stream in (sys.stdout, sys.stderr):  # a character the locale cannot encode prints as \uXXXX
                 if isinstance(stream, io.TextIOWrapper):
                     stream.reconfigure(errors="backslashreplace")
@@ -102,9 +104,7 @@ class Outcome:
             self.previous = handle(raise_stopped)
             watch = (os.getppid(), orchestrator(), self.done)
             threading.Thread(target=_stop_with_orchestrator, args=watch, daemon=True).start()
-            return self
-        except (Stopped, PipelineError):  # a bad setting is refused by the command's first check
-            return self
+        return self
 
     def __exit__(self, kind: type | None, err: BaseException | None, tb: TracebackType | None) -> bool:
         self.done.set()
@@ -152,21 +152,27 @@ def running_tool() -> str:
 
 
 def job_for(args: argparse.Namespace, checker: Recorder) -> Job | None:
-    """The job a stage's command runs, or None when its outputs are moved off the table's paths."""
+    """The job a stage's command runs, or None when no record can list what it writes: its outputs moved off the
+    table's paths (--out), or made from other inputs or parameters than the pipeline's, which never replace
+    outputs a record lists."""
     stage = stage_table.get(args.command)
-    defaults = {"out": stage.outputs[0].path, "raw": paths.RAW.path, "processed": paths.PROCESSED.path}
-    if any(Path(getattr(args, key, default)) != Path(default) for key, default in defaults.items()):
+    moved = Path(getattr(args, "out", stage.outputs[0].path)) != Path(stage.outputs[0].path)  # written elsewhere
+    job = Job(stage, getattr(args, "variant", None), Path(getattr(args, "root", ".")))
+    pipeline = {"raw": paths.RAW.path, "processed": paths.PROCESSED.path}
+    pipeline |= {"params": paths.PARAMS} if job.root == Path(".") else {}  # a sweep point's parameters are its own
+    other = [f"--{key} {got}" for key, path in pipeline.items() if Path(got := getattr(args, key, path)) != Path(path)]
+    if other and not moved and stage.artefacts and job.record_path.exists():
+        where = "--root DIR" if hasattr(args, "root") else "--out DIR" if hasattr(args, "out") else ""
+        fix = f"write this run elsewhere with {where}" if where else f"run it with {paths.PARAMS}"
+        raise PipelineError(f"{other[0]}: '{job.name}' would replace what {job.record_path} lists, unrecorded; {fix}")
+    if other or moved:
         return None
-    root = Path(getattr(args, "root", "."))
-    if root == Path(".") and Path(args.params) != Path(paths.PARAMS):
-        return None  # the project's outputs from another parameters file: no record, so no stage takes them
-    variant, listed = getattr(args, "variant", None), checker.params.variants
-    if variant is not None and variant not in listed:
+    if job.variant is not None and job.variant not in checker.params.variants:
         raise PipelineError(
-            f"--variant {variant}: not among {args.params}'s variants ({', '.join(listed)});"
+            f"--variant {job.variant}: not among {args.params}'s variants ({', '.join(checker.params.variants)});"
             " add it there, so that both orchestrators track its outputs"
         )
-    return Job(stage, variant, root)
+    return job
 
 
 @contextlib.contextmanager
@@ -176,7 +182,7 @@ def stage(args: argparse.Namespace, command: Command) -> Iterator[Callable[[argp
     console.log_file()  # a setting that is not a log file is refused
     started, clock = now(), time.perf_counter()
     if Path(getattr(args, "root", ".")) != Path("."):
-        atomic.claim(args.root, option="--root", command=args.command, signature="", inside=paths.PARAMS)
+        atomic.claim(args.root, option="--root", command=args.command, signature="")  # a stages' root (ownership.py)
     is_stage = any(s.name == args.command for s in stage_table.STAGES)
     checker = Recorder(load(args.params), str(args.params)) if is_stage else None
     job = job_for(args, checker) if checker else None

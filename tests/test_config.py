@@ -1,5 +1,6 @@
 import copy
 import json
+import re
 
 import pytest
 
@@ -34,8 +35,8 @@ def test_repository_params_are_valid():
         ("train.epochs", "ten", "train.epochs"),
         ("train.step_size", "fast", "train.step_size"),
         ("data.dataset", "cifar10", 'use one of "mnist", "fashion_mnist"'),
-        ("model.layer_sizes", [100, 512, 10], "must start at 784"),
-        ("model.layer_sizes", [784, 512, 7], "must end at 10"),
+        ("model.layer_sizes", [100, 512, 10], "starts at 100; start it at 784"),
+        ("model.layer_sizes", [784, 512, 7], "ends at 7; end it at 10"),
         ("preprocess.validation_fraction", 1.5, "preprocess.validation_fraction"),
         ("variants", ["nojit", "fast"], "variants.1"),
         ("model.init", "xavier", 'model.init: "xavier" is not allowed; use one of "normal", "he"'),
@@ -50,6 +51,9 @@ def test_repository_params_are_valid():
         ("model.layer_sizes", [784, 10.5], "model.layer_sizes.1: 10.5 is not an integer; write a whole number"),
         ("train.batch_size", "128", 'train.batch_size: "128" is not an integer; write it without quotes'),
         ("train.batch_size", float("inf"), "train.batch_size: Infinity is not an integer"),
+        ("train.epochs", "ten", 'train.epochs: "ten" is not an integer; write a whole number'),
+        ("train.epochs", None, "train.epochs: null is not an integer; write a whole number"),
+        ("train.step_size", "fast", 'train.step_size: "fast" is not a number; write one such as 0.01'),
         ("model.init_scale", 1e300, "model.init_scale: 1e+300 is more than the maximum of 10"),
         ("profile.trace_steps", 1000, "profile.trace_steps: 1000 is more than the maximum of 200"),
     ],
@@ -59,7 +63,7 @@ def test_bad_values_give_one_line_naming_the_key(key, value, expected):
         validate(with_change(key, value))
     message = str(err.value)
     assert expected in message
-    assert "\n" not in message
+    assert "\n" not in message and "; " in message, "one line, which ends with what to do"
 
 
 def test_the_time_to_accuracy_preset_is_a_valid_params_file():
@@ -98,11 +102,23 @@ def test_documents_that_are_no_params_file_are_one_line(tmp_path, text, expected
     assert expected in str(err.value) and "\n" not in str(err.value)
 
 
-def test_yaml_syntax_error_names_the_file(tmp_path):
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("train: [unclosed\n", "expected ',' or ']', but got '<stream end>'"),
+        ("train: 1\ntrain: 2\n", 'found duplicate key "train" with value "2" (original value: "1")'),
+        ("train:\n\tepochs: 1\n", "found character '\\t' that cannot start any token"),
+        ("train: !custom 1\n", "could not determine a constructor for the tag '!custom'"),
+    ],
+)
+def test_a_yaml_syntax_error_names_the_file_its_line_and_the_parsers_reason(tmp_path, text, problem):
     bad = tmp_path / "params.yaml"
-    bad.write_text("train: [unclosed\n")
-    with pytest.raises(PipelineError, match=r"params.yaml: not valid YAML at line \d"):
+    bad.write_text(text)
+    with pytest.raises(PipelineError) as err:
         load(bad)
+    assert re.fullmatch(
+        rf".*params.yaml: not valid YAML at line \d+ \({re.escape(problem)}\); fix the syntax", str(err.value)
+    )
 
 
 def test_the_committed_schema_is_generated_from_the_types():

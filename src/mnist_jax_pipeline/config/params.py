@@ -58,11 +58,11 @@ class ModelConfig(Section):
     def _fits_the_data(self) -> Self:
         sizes, count = self.layer_sizes, parameter_count(self.layer_sizes)
         if sizes[0] != IMAGE_PIXELS:
-            raise ValueError(f"model.layer_sizes must start at {IMAGE_PIXELS} (28x28 pixels), not {sizes[0]}")
+            raise ValueError(f"model.layer_sizes starts at {sizes[0]}; start it at {IMAGE_PIXELS} (28x28 pixels)")
         if sizes[-1] != NUM_CLASSES:
-            raise ValueError(f"model.layer_sizes must end at {NUM_CLASSES} (the class count), not {sizes[-1]}")
+            raise ValueError(f"model.layer_sizes ends at {sizes[-1]}; end it at {NUM_CLASSES} (the class count)")
         if count > MAX_PARAMETERS:
-            raise ValueError(f"model.layer_sizes make {count:,} parameters; at most {MAX_PARAMETERS:,} are supported")
+            raise ValueError(f"model.layer_sizes make {count:,} parameters; keep to {MAX_PARAMETERS:,} or fewer")
         return self
 
 
@@ -195,6 +195,7 @@ def parse_yaml(text: str, path: str | Path) -> Any:
     except YAMLError as err:
         mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
         line = f" at line {mark.line + 1}" if mark else ""
+        line += f" ({clip(str(problem))})" if (problem := getattr(err, "problem", None)) else ""  # the parser's reason
         raise PipelineError(f"{path}: not valid YAML{line}; fix the syntax") from err
     except RecursionError:
         raise PipelineError(f"{path}: nested too deeply to read; fix the syntax") from None

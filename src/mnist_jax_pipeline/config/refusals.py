@@ -22,27 +22,27 @@ def describe(error: ErrorDetails, model: type[BaseModel]) -> str:
         return f"unknown key '{key}'; allowed keys here: {', '.join(sorted(section.model_fields))}"
     if kind == "value_error":  # the rules above name their keys themselves
         return error["msg"].removeprefix("Value error, ")
-    whole = ""
+    whole = "; write a whole number"
     if isinstance(value, float) and math.isfinite(value):
-        whole = "; write it without a decimal point" if value.is_integer() else "; write a whole number"
+        whole = "; write it without a decimal point" if value.is_integer() else whole
     elif isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value.strip()):
         whole = "; write it without quotes"
     allowed = ", ".join(json.dumps(a) for a in re.findall(r"'([^']*)'", str(ctx.get("expected", ""))))
     messages = {
         "missing": "missing; add it (docs/parameters.md lists every key)",
         "int_type": f"{shown} is not an integer{whole}",
-        "float_type": f"{shown} is not a number",
+        "float_type": f"{shown} is not a number; write one such as 0.01",
         "bool_type": f"{shown} is not a boolean; write true or false",
-        "finite_number": f"{shown} is not a finite number",
+        "finite_number": f"{shown} is not a finite number; write one such as 0.01",
         "literal_error": f"{shown} is not allowed; use one of {allowed}",
-        "greater_than_equal": f"{shown} is less than the minimum of {ctx.get('ge')}",
-        "greater_than": f"{shown} must be greater than {ctx.get('gt')}",
-        "less_than_equal": f"{shown} is more than the maximum of {ctx.get('le')}",
-        "less_than": f"{shown} must be less than {ctx.get('lt')}",
-        "too_short": f"needs at least {ctx.get('min_length')} item(s)",
-        "too_long": f"allows at most {ctx.get('max_length')} items",
+        "greater_than_equal": f"{shown} is less than the minimum of {ctx.get('ge')}; raise it",
+        "greater_than": f"{shown} must be greater than {ctx.get('gt')}; raise it",
+        "less_than_equal": f"{shown} is more than the maximum of {ctx.get('le')}; lower it",
+        "less_than": f"{shown} must be less than {ctx.get('lt')}; lower it",
+        "too_short": f"needs at least {ctx.get('min_length')} item(s); add more",
+        "too_long": f"allows at most {ctx.get('max_length')} items; remove some",
         "tuple_type": f"{shown} is not a list; write [a, b, ...]",
-        "model_type": f"{shown} is not a mapping of keys to values",
-        "model_attributes_type": f"{shown} is not a mapping of keys to values",
+        "model_type": f"{shown} is not a mapping; write one `key: value` per line",
+        "model_attributes_type": f"{shown} is not a mapping; write one `key: value` per line",
     }
     return f"{key or '(top level)'}: {messages.get(kind, error['msg'])}"

@@ -115,8 +115,9 @@ def test_other_optimizers_learn(tmp_path, make_params, tiny_processed, optimizer
 
 def test_divergence_stops_with_the_epoch_and_writes_no_model(tmp_path, make_params, tiny_processed):
     params = make_params(model__layer_sizes=[784, 64, 10], model__init_scale=1.0, train__step_size=1e6, train__epochs=3)
-    with pytest.raises(PipelineError, match=r"loss became (nan|inf) at epoch 1; lower train.step_size"):
+    with pytest.raises(PipelineError, match=r"loss became (nan|inf) at epoch 1; lower train.step_size") as err:
         run(tmp_path, params, tiny_processed, "jit")
+    assert f"(now 1000000.0) in {tmp_path / 'params.yaml'}. No model" in str(err.value)  # the file it came from
     assert not [p for p in (tmp_path / "models").rglob("*") if p.is_file()]
     assert not [p for p in (tmp_path / "metrics").rglob("*") if p.is_file()]
 

@@ -64,7 +64,7 @@ CRATE = (Option("--out", "the crate's folder", "."), Option("--validate", "check
 CHECK = (Option("--check", "only compare", switch=True),)
 
 COMMANDS: dict[str, Command] = {
-    "check": Command("config.params", "validate the parameters file and exit"),
+    "check": Command("config.params", "validate the parameters file (the first stage: it writes its record)"),
     "download": Command(
         "stages.download.stage", "download and prepare MNIST with TFDS (honours MNIST_MIRROR)", RAW_OUT
     ),

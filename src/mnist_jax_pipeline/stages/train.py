@@ -74,10 +74,10 @@ def run_epochs(
 
 
 def train(
-    params: Params, variant_name: str, data: Dataset, *, label: str = ""
+    params: Params, variant_name: str, data: Dataset, *, label: str = "", source: str | Path = paths.PARAMS
 ) -> tuple[TrainingResult, list[EpochRow]]:
     """Train one variant, its progress named `label` (by default `train@<variant>`); the run and its per-epoch
-    history. A non-finite loss stops it."""
+    history. A non-finite loss stops it, with a line naming `source`, the parameters file."""
     variant = variants.get(variant_name)
     inputs = loop_inputs(params, data.train_images, data.train_labels)
     loop = loops.build(variant, inputs)
@@ -91,7 +91,7 @@ def train(
         if not math.isfinite(train_loss):
             raise PipelineError(
                 f"train@{variant.name}: the loss became {train_loss} at epoch {epoch}; lower train.step_size"
-                f" (now {params.train.step_size}) in params.yaml. No model was written"
+                f" (now {params.train.step_size}) in {source}. No model was written"
             )
         row = EpochRow(
             epoch=epoch,
@@ -139,7 +139,7 @@ def main(args: argparse.Namespace) -> None:
     data = load_dataset(args.processed)
     with timing_lock(f"train@{variant}") as conditions:
         backend.start()
-        run, history = train(params, variant, data, label=console.job_label("train", variant, root))
+        run, history = train(params, variant, data, label=console.job_label("train", variant, root), source=args.params)
     metrics = summarize(run, history, len(data.train_labels), params.train.batch_size)
     metadata = ModelMetadata(
         variant=variant,

@@ -11,7 +11,7 @@ import socket
 import tempfile
 from pathlib import Path
 
-from ...foundation import paths
+from ...foundation import paths, stops
 from ...foundation.errors import PipelineError
 
 HOST = "127.0.0.1"
@@ -50,6 +50,8 @@ def serve(trace: Path, port: int) -> None:
         print(f"XProf at http://{HOST}:{port}/ (the trace of {trace}; Ctrl-C stops it)", flush=True)
         try:
             web.serve()
+        except stops.Stopped:  # Ctrl-C is how the viewer ends: no failure, nothing to say
+            stops.RECEIVED.clear()
         finally:
             web.stop()
 

@@ -111,17 +111,15 @@ def _name(artefact: paths.Artefact, file: str) -> str:
     """A rule's name for an output: its constant in paths.py, or a file's name inside a folder."""
     if not artefact.files and not artefact.folders:
         return next(name.lower() for name, value in vars(paths).items() if value is artefact)
-    stem = Path(file).name
-    while Path(stem).suffix in {".gz", ".json", ".pb", ".prof", ".npy", ".png"}:
-        stem = stem[: -len(Path(stem).suffix)]
+    stem = re.sub(r"(\.(gz|json|pb|prof|npy|png))+$", "", Path(file).name)
     return re.sub(r"\W+", "_", stem)
 
 
-def _files(artefact: paths.Artefact, consumer: Stage | None, prefix: str = "") -> list[str]:
+def _files(artefact: paths.Artefact, consumer: Stage, prefix: str = "") -> list[str]:
     """How a rule names an artefact: the files inside a folder, and a per-variant artefact that a stage
     that is not per variant reads as one expand()."""
     names = [prefix + name for name in (artefact.inside(*artefact.files) if artefact.files else [artefact.path])]
-    if artefact.per_variant and consumer is not None and not consumer.per_variant:
+    if artefact.per_variant and not consumer.per_variant:
         return [f'expand("{name}", variant=VARIANT_LIST)' for name in names]
     return [f'"{name}"' for name in names]
 

@@ -9,7 +9,6 @@ from ..artefacts import storage
 from ..artefacts.dataset import load_split
 from ..artefacts.evaluation import ClassScores, ConfusionRow, EvalDetails, EvalMetrics
 from ..artefacts.model_file import load_model
-from ..config.params import load
 from ..foundation import backend, paths
 from ..foundation.dataset_facts import NUM_CLASSES
 from ..foundation.errors import PipelineError
@@ -70,8 +69,7 @@ def evaluate(variant: str, processed_dir: str, root: str = ".") -> EvalMetrics:
 
 
 def main(args: argparse.Namespace) -> None:
-    """`mnist-pipeline evaluate --variant V`."""
-    load(args.params)
+    """`mnist-pipeline evaluate --variant V` (its parameters checked as the command starts, orchestration/run.py)."""
     with timing_lock(f"evaluate@{args.variant}"):
         backend.start()
         metrics = evaluate(args.variant, args.processed, args.root)

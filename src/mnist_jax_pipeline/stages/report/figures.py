@@ -201,9 +201,8 @@ def per_class_recall(variants: Sequence[VariantResults]) -> Figure:
 
 def misclassified(v: VariantResults, images: np.ndarray) -> Figure:
     """The first misclassified test digits, titled with the predicted and the actual class."""
-    details = v.details
-    shown = details.misclassified_indices[:MISCLASSIFIED_SHOWN]
-    titles = [f"pred {p}\nactual {t}" for p, t in zip(details.predicted, details.true, strict=False)]
+    shown = v.details.misclassified_indices[:MISCLASSIFIED_SHOWN]
+    titles = [f"pred {p}\nactual {t}" for p, t in zip(v.details.predicted, v.details.true, strict=False)]
     return digit_grid(images[shown], titles[: len(shown)], empty="no misclassified test examples", columns=6)
 
 

@@ -1,7 +1,6 @@
 """The one line a refused params.yaml value becomes: the dotted key at fault and what is allowed there."""
 
 import json
-import math
 import re
 from typing import Any
 
@@ -23,8 +22,8 @@ def describe(error: ErrorDetails, model: type[BaseModel]) -> str:
     if kind == "value_error":  # the rules above name their keys themselves
         return error["msg"].removeprefix("Value error, ")
     whole = "; write a whole number"
-    if isinstance(value, float) and math.isfinite(value):
-        whole = "; write it without a decimal point" if value.is_integer() else whole
+    if isinstance(value, float) and value.is_integer():  # not inf or nan
+        whole = "; write it without a decimal point"
     elif isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value.strip()):
         whole = "; write it without quotes"
     allowed = ", ".join(json.dumps(a) for a in re.findall(r"'([^']*)'", str(ctx.get("expected", ""))))

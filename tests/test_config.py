@@ -91,7 +91,9 @@ def test_unknown_top_level_key():
     [
         ("", "expected a mapping of section names to parameters (data, preprocess"),
         ("variants: !!set {jit, nojit}\n", "variants: a set (!!set) has no order; write a list"),
-        ("variants: " + "[" * 2000 + "]" * 2000 + "\n", "nested too deeply to read"),
+        ("variants: " + "[" * 2000 + "]" * 2000 + "\n", "nested too deeply, or an alias inside itself"),
+        ("variants: &a [*a]\n", "nested too deeply, or an alias inside itself"),
+        ("".join(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}' if i else 'x'] * 9)}]\n" for i in range(10)), "10,000 values"),
     ],
 )
 def test_documents_that_are_no_params_file_are_one_line(tmp_path, text, expected):
@@ -106,7 +108,7 @@ def test_documents_that_are_no_params_file_are_one_line(tmp_path, text, expected
     "text, problem",
     [
         ("train: [unclosed\n", "expected ',' or ']', but got '<stream end>'"),
-        ("train: 1\ntrain: 2\n", 'found duplicate key "train" with value "2" (original value: "1")'),
+        ("train: 1\ntrain: 2\n", 'found duplicate key "train"'),  # not ruamel's values, which may be wrong
         ("train:\n\tepochs: 1\n", "found character '\\t' that cannot start any token"),
         ("train: !custom 1\n", "could not determine a constructor for the tag '!custom'"),
     ],

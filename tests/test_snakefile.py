@@ -282,14 +282,17 @@ def test_a_file_where_an_output_folder_belongs_stops_the_run(project):
         Pipeline(fake_workflow(), {})
 
 
-def test_an_invalid_sweep_file_fails_the_sweeps_target_only(project, capsys):
+@pytest.mark.parametrize("text", ["grid: [\n", "grid: &a {train.epochs: [*a]}\n"])
+def test_an_invalid_sweep_file_fails_the_sweeps_target_only(project, capsys, text):
     Path("sweeps").mkdir()
-    Path("sweeps/bad.yaml").write_text("grid: [\n")
+    Path("sweeps/bad.yaml").write_text(text)
     pipeline = Pipeline(fake_workflow(), {})
     assert pipeline.sweep_errors and "warning: " in capsys.readouterr().err
     command = pipeline.sweeps_command()
     assert command.endswith(">&2; exit 1") and "sweeps/bad.yaml" in command
     assert "{" not in command.replace("{{", "").replace("}}", "")  # no Snakemake placeholder left
+    with pytest.raises(SystemExit, match=r"^error: sweeps/bad.yaml: "):  # its page named as the target
+        pipeline.sweep_files(SimpleNamespace(sweep="bad"))
 
 
 def test_a_sweep_points_rules(monkeypatch):

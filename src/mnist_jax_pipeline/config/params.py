@@ -7,6 +7,7 @@ import hashlib
 import json
 import math
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
@@ -20,6 +21,7 @@ INT32_MAX = 2**31 - 1  # optax counts steps, and the scan loop epochs, in int32
 MAX_PARAMETERS = 100_000_000  # 400 MB of float32 weights, before gradients and optimizer state
 MAX_ACTIVATIONS = 2**29  # float32 elements of one batch's activations (2 GiB)
 MAX_FILE_BYTES = 2**20  # a params.yaml, preset or sweep file holds a few KiB; /dev/zero is refused
+MAX_VALUES = 10_000  # values of such a file, aliases expanded: a few hundred at most
 
 Seed = Annotated[int, Field(ge=0, le=2**32 - 1, description="a PRNG seed, 0 to 2**32 - 1")]
 PositiveInt = Annotated[int, Field(ge=1, le=INT32_MAX)]
@@ -178,30 +180,35 @@ def yaml_text(path: str | Path, missing: str = "run from the project root or pas
     return read_text(path, missing, "save the file as UTF-8", read=capped)
 
 
-def _set_in(node: Any, key: str = "") -> str | None:
-    """The dotted key of the first set in a loaded YAML document: its values would reach a stage in any order."""
-    if isinstance(node, set | frozenset):
-        return key
+def _values(node: Any, key: str = "") -> Iterator[tuple[str, Any]]:
+    """Every value of a loaded YAML document with its dotted key, depth first, aliases expanded."""
+    yield key, node
     children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-    return next((f for n, c in children if (f := _set_in(c, f"{key}.{n}" if key else str(n))) is not None), None)
+    for name, child in children:
+        yield from _values(child, f"{key}.{name}" if key else str(name))
 
 
 def parse_yaml(text: str, path: str | Path) -> Any:
-    """YAML text read as DVC reads params.yaml; `path` names it in a refusal."""
+    """YAML text read as DVC reads params.yaml, with no set (its values would reach a stage in any order) and at
+    most MAX_VALUES values once aliases are expanded; `path` names it in a refusal."""
     from ruamel.yaml import YAML, YAMLError
 
     try:
         data = YAML(typ="safe").load(text)
+        for count, (where, value) in enumerate(_values(data)):
+            if count == MAX_VALUES:
+                raise PipelineError(f"{path}: more than {MAX_VALUES:,} values, aliases expanded; write fewer")
+            if isinstance(value, set | frozenset):
+                where = clip(where) or "(top level)"
+                raise PipelineError(f"{path}: {where}: a set (!!set) has no order; write a list [a, b, ...]")
     except YAMLError as err:
         mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
         line = f" at line {mark.line + 1}" if mark else ""
-        line += f" ({clip(str(problem))})" if (problem := getattr(err, "problem", None)) else ""  # the parser's reason
+        problem = str(getattr(err, "problem", None) or "").partition(" with value")[0]  # its values may be wrong
+        line += f" ({clip(problem)})" if problem else ""  # the parser's reason
         raise PipelineError(f"{path}: not valid YAML{line}; fix the syntax") from err
     except RecursionError:
-        raise PipelineError(f"{path}: nested too deeply to read; fix the syntax") from None
-    if (where := _set_in(data)) is not None:
-        where = clip(where) or "(top level)"
-        raise PipelineError(f"{path}: {where}: a set (!!set) has no order; write a list [a, b, ...]")
+        raise PipelineError(f"{path}: nested too deeply, or an alias inside itself; fix the syntax") from None
     return data
 
 

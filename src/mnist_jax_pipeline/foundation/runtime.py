@@ -4,7 +4,6 @@ a stage waits for it MNIST_PIPELINE_LOCK_TIMEOUT seconds at most, then runs with
 
 import contextlib
 import hashlib
-import json
 import logging
 import os
 import platform
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import filelock
+import psutil
 
 from . import package_version
 from .backend import numerics
@@ -109,8 +109,6 @@ class Conditions:
 
 def _cpu_seconds() -> tuple[float, float, float]:
     """The clock, the machine's busy CPU seconds (all cores) and this process's own (its children's included)."""
-    import psutil
-
     total, own = psutil.cpu_times(), psutil.Process().cpu_times()
     busy = sum(total) - total.idle - getattr(total, "iowait", 0.0)
     return time.monotonic(), busy, own.user + own.system + own.children_user + own.children_system
@@ -123,19 +121,14 @@ def _other_cpu_share(start: tuple[float, float, float]) -> float | None:
     return round(max(0.0, (busy1 - busy0) - (own1 - own0)) / capacity, 3) if capacity > 0.5 else None
 
 
-def holder_file(lock: Path) -> Path:
-    """The file beside the lock that names its holder while it is held."""
-    return lock.with_name(lock.name + ".holder")
-
-
 def holder(lock: Path) -> str:
-    """Who holds `lock`, as its holder file says, or that it is unknown."""
-    try:
-        found = json.loads(holder_file(lock).read_text(encoding="utf-8"))
-        cwd = str(found["cwd"])
-        return f"{found['job']}, pid {found['pid']} in {'…' + cwd[-24:] if len(cwd) > 25 else cwd}"
-    except (OSError, ValueError, KeyError, TypeError):
-        return "an unknown process"
+    """The process that holds `lock` open, by its pid and command (a waiter opens it only for a moment)."""
+    target = os.path.realpath(lock)
+    for process in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if process.pid != os.getpid() and any(f.path == target for f in process.open_files()):
+                return f"pid {process.pid}, {' '.join(process.cmdline()[2:5])[:30]}"  # 2: past python and the script
+    return "an unknown process"
 
 
 def lock_timeout() -> float:
@@ -175,11 +168,7 @@ def timing_lock(job: str) -> Iterator[Conditions]:
             with contextlib.suppress(filelock.Timeout):
                 lock.acquire(timeout=max(limit - SAY_AFTER, 0))
         state = "held" if lock.is_locked else "not held"
-        if lock.is_locked:
-            with contextlib.suppress(OSError):  # the holder's name is a courtesy to those who wait
-                text = json.dumps({"pid": os.getpid(), "cwd": os.getcwd(), "job": job})
-                holder_file(path).write_text(text, encoding="utf-8")
-        else:
+        if not lock.is_locked:
             log.warning("ran without the timing lock after %g s; its timings share the machine", limit)
     conditions = Conditions(state, round(time.perf_counter() - started, 3), load)
     cpu = _cpu_seconds()
@@ -188,6 +177,4 @@ def timing_lock(job: str) -> Iterator[Conditions]:
     finally:
         conditions.other_cpu_share, conditions.loadavg_1m_at_end = _other_cpu_share(cpu), _load()
         if lock is not None and lock.is_locked:
-            with contextlib.suppress(OSError):  # before the release, so a next holder's file is never removed
-                holder_file(path).unlink(missing_ok=True)
             lock.release()

@@ -567,6 +567,43 @@ def test_a_stages_outputs_are_put_in_place_together_or_not_at_all(tmp_path):
     assert (first.read_text(), second.read_text(), (tmp_path / "folder" / "x").read_text()) == ("new", "rows", "x")
 
 
+def test_a_failure_while_putting_outputs_in_place_puts_every_earlier_one_back(tmp_path, monkeypatch):
+    model, folder, metrics, plot = (tmp_path / n for n in ("model.bin", "folder", "metrics.json", "plot.csv"))
+    atomic.write_text(model, "old model")
+    with atomic.atomic_dir(folder) as made:
+        (made / "x").write_text("old x")
+
+    def outputs(plot_text: str) -> None:
+        with atomic.together():
+            atomic.write_text(model, "new model")
+            with atomic.atomic_dir(folder) as made:
+                (made / "x").write_text("new x")
+            atomic.write_text(metrics, "new metrics")
+            atomic.write_text(plot, plot_text)
+
+    def unchanged() -> bool:
+        kept = (model.read_text(), (folder / "x").read_text(), metrics.exists()) == ("old model", "old x", False)
+        return kept and not [p for p in tmp_path.iterdir() if p.name.startswith(atomic.TMP_PREFIX)]
+
+    plot.mkdir()  # a folder where a file goes: the user's, kept
+    (plot / "mine.txt").write_text("mine")
+    with pytest.raises(PipelineError, match=r"plot.csv: a folder where a file is written; move it away"):
+        outputs("new plot")
+    assert unchanged() and (plot / "mine.txt").read_text() == "mine"
+    shutil.rmtree(plot)
+    replace = os.replace
+
+    def full_disk(source: object, target: object) -> None:
+        if Path(str(target)) == plot:
+            raise OSError(28, "No space left on device")
+        replace(source, target)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "replace", full_disk)
+    with pytest.raises(PipelineError, match=r"plot.csv: cannot write \(No space left on device\)"):
+        outputs("new plot")
+    assert unchanged() and not plot.exists()
+
+
 SETTINGS = ["MNIST_PIPELINE_LOG", "MNIST_PIPELINE_LOCK", "MNIST_PIPELINE_CACHE", "MNIST_PIPELINE_ORCHESTRATOR"]
 
 

@@ -86,19 +86,37 @@ def discard_temps(settle: float = 1.0) -> None:
         time.sleep(0.05)
 
 
-def _put(tmp: Path, path: Path) -> None:
-    """Rename `tmp` onto `path`; an earlier folder is set aside first and removed after."""
-    try:
-        if tmp.is_dir() and path.exists():
-            old = path.with_name(f"{TMP_PREFIX}{path.name}.{os.getpid()}.old")
-            os.replace(path, old)
-            os.replace(tmp, path)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, path)
-    except OSError as err:
-        raise _cannot_write(path, err) from err
-    _OPEN.discard(tmp)
+def _put(pending: list[tuple[Path, Path]]) -> None:
+    """Rename each temporary onto its path, what was there set aside and removed once all are in place; when one
+    cannot be put, every earlier one goes back. A stop waits for either end."""
+    aside: list[tuple[Path, Path | None]] = []
+    with held():
+        try:
+            for tmp, path in pending:
+                old = path.with_name(f"{TMP_PREFIX}{path.name}.{os.getpid()}.old")
+                if there := path.exists() or path.is_symlink():
+                    if path.is_dir() != tmp.is_dir():  # replacing it would lose what the user put there
+                        kind = "a folder where a file" if path.is_dir() else "a file where a folder"
+                        raise PipelineError(f"{path}: {kind} is written; move it away, then run again")
+                    os.replace(path, old)
+                aside.append((path, old if there else None))
+                os.replace(tmp, path)
+        except BaseException as err:
+            for put, was in reversed(aside):
+                with contextlib.suppress(OSError):
+                    _remove(put)
+                    if was is not None:
+                        os.replace(was, put)
+            for tmp, _ in pending:
+                _remove(tmp)
+                _OPEN.discard(tmp)
+            if isinstance(err, OSError):
+                raise _cannot_write(path, err) from err
+            raise
+        for (tmp, _), (_, was) in zip(pending, aside, strict=True):
+            _OPEN.discard(tmp)
+            if was is not None:
+                _remove(was)
 
 
 @contextlib.contextmanager
@@ -132,7 +150,7 @@ def _atomic(path: Path, folder: bool) -> Iterator[Path]:
         with open(tmp, "rb+") as written:
             os.fsync(written.fileno())
     if _PENDING is None:
-        _put(tmp, path)
+        _put([(tmp, path)])
     else:
         _PENDING.append((tmp, path))
 
@@ -151,17 +169,16 @@ def together() -> Iterator[None]:
     try:
         yield
     except BaseException as err:
-        # standard output's reader went (`| head`): what the command wrote stands
-        while pending and isinstance(err, BrokenPipeError):
-            _put(*pending.pop(0))
+        if isinstance(err, BrokenPipeError):  # standard output's reader went (`| head`): what it wrote stands
+            _put(pending)
+            pending.clear()
         for tmp, _ in pending:
             _remove(tmp)
             _OPEN.discard(tmp)
         raise
     finally:
         _PENDING = None
-    while pending:
-        _put(*pending.pop(0))
+    _put(pending)
 
 
 def atomic_file(path: str | Path) -> contextlib.AbstractContextManager[Path]:

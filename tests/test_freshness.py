@@ -96,6 +96,22 @@ def test_a_stage_refuses_inputs_that_are_not_current_in_one_line(project, capsys
     assert not (project / "models").exists()
 
 
+def test_a_file_no_stage_writes_in_a_folder_a_stage_replaces_is_refused_and_kept(project, capsys):
+    """A folder output is replaced whole: a file of the user's in it would be lost, here or under --out."""
+    shutil.copytree(project / "data/processed", project / "elsewhere")
+    for argv, notes in (
+        (["preprocess"], "data/processed/notes.txt"),
+        (["preprocess", "--out", "elsewhere"], "elsewhere/x/n.txt"),
+    ):
+        (project / notes).parent.mkdir(exist_ok=True)
+        (project / notes).write_text("mine")
+        before = {p: p.read_bytes() for p in files_under(project / Path(notes).parts[0])}
+        assert main(argv) == 1
+        error = capsys.readouterr().err.strip().splitlines()[-1]
+        assert error.startswith(f"error: {notes}: no stage's output, in ") and error.endswith("; move it away")
+        assert {p: p.read_bytes() for p in files_under(project / Path(notes).parts[0])} == before
+
+
 def test_outputs_from_other_parameters_or_inputs_never_replace_recorded_ones(project, capsys):
     """No record lists what a run from another parameters file or input folder makes: it may not replace what a
     record lists, and it is written where no stage takes it."""

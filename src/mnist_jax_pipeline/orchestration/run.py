@@ -21,9 +21,9 @@ from typing import Self
 import psutil
 
 from ..artefacts import atomic
-from ..artefacts.provenance import Execution
+from ..artefacts.provenance import Execution, files_under
 from ..config.params import load
-from ..foundation import console, paths
+from ..foundation import console, paths, variants
 from ..foundation.errors import PipelineError, clip
 from ..foundation.stops import RECEIVED, SIGNALS, Stopped, handle, raise_stopped
 from . import stage_table
@@ -175,6 +175,19 @@ def job_for(args: argparse.Namespace, checker: Recorder) -> Job | None:
     return job
 
 
+def refuse_strays(args: argparse.Namespace) -> None:
+    """Refuse a file in a folder the stage replaces whole that no stage writes there: it would be lost."""
+    for artefact in (a for a in stage_table.get(args.command).artefacts if a.files or a.folders):
+        root, variant = getattr(args, "root", "."), getattr(args, "variant", None)
+        folder = Path(args.out) if hasattr(args, "out") else artefact.at(variant, root)
+        ours = {n.format(variant=v) for n in (*artefact.files, *artefact.variant_files) for v in variants.names()}
+        for file in files_under(folder) if folder.is_dir() else []:
+            if (name := file.relative_to(folder)).as_posix() not in ours and name.parts[0] not in artefact.folders:
+                raise PipelineError(
+                    f"{file}: no stage's output, in {folder}/, which {args.command} replaces; move it away"
+                )
+
+
 @contextlib.contextmanager
 def stage(args: argparse.Namespace, command: Command) -> Iterator[Callable[[argparse.Namespace], None]]:
     """The command's function, its outputs put in place together; a stage's inside its checks and record."""
@@ -184,6 +197,8 @@ def stage(args: argparse.Namespace, command: Command) -> Iterator[Callable[[argp
     if Path(getattr(args, "root", ".")) != Path("."):
         atomic.claim(args.root, option="--root", command=args.command, signature="")  # a stages' root (ownership.py)
     is_stage = any(s.name == args.command for s in stage_table.STAGES)
+    if is_stage:
+        refuse_strays(args)
     checker = Recorder(load(args.params), str(args.params)) if is_stage else None
     job = job_for(args, checker) if checker else None
     if checker is None or job is None:

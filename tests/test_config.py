@@ -93,6 +93,7 @@ def test_unknown_top_level_key():
         ("variants: !!set {jit, nojit}\n", "variants: a set (!!set) has no order; write a list"),
         ("variants: " + "[" * 2000 + "]" * 2000 + "\n", "nested too deeply, or an alias inside itself"),
         ("variants: &a [*a]\n", "nested too deeply, or an alias inside itself"),
+        ("1: 2\n", "params.yaml: 1: a key that is not text; write a name"),
         ("".join(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}' if i else 'x'] * 9)}]\n" for i in range(10)), "10,000 values"),
     ],
 )

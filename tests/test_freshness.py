@@ -137,7 +137,7 @@ def test_outputs_from_other_parameters_or_inputs_never_replace_recorded_ones(pro
     assert main(["--params", "other.yaml", "preprocess", "--out", "elsewhere"]) == 0
     assert not (project / "elsewhere/provenance").exists() and problems("preprocess") == []
     assert main(["train", "--variant", "jit", "--processed", "elsewhere", "--root", "runs/a"]) == 0
-    assert not (project / "runs/a/provenance").exists()  # made from other inputs: no record
+    assert not any((project / "runs/a/provenance").iterdir())  # made from other inputs: no record
     assert main(["--params", "other.yaml", "check"]) == 0  # check writes no output but its record
 
 
@@ -145,6 +145,13 @@ def test_a_root_a_stage_ran_in_is_its_own_again(project, capsys):
     for argv in (["train"], ["train"], ["evaluate"]):
         assert main([*argv, "--variant", "jit", "--root", "runs/a"]) == 0, capsys.readouterr().err
     assert (project / "runs/a/provenance/evaluate_jit.json").is_file()
+    shutil.copytree(project / "data/processed", project / "copy")
+    for _ in range(2):  # a run from other inputs writes no record, and its root is its own again too
+        assert main(["train", "--variant", "jit", "--processed", "copy", "--root", "runs/b"]) == 0
+    assert main(["evaluate", "--variant", "jit", "--root", "runs/c"]) == 1
+    assert (
+        capsys.readouterr().err.strip().endswith("re-run it: mnist-pipeline train --variant jit --root runs/c")
+    )  # not a sweep's point: its own command
     (project / "theirs").mkdir()
     (project / "theirs/notes.txt").write_text("their notes\n")
     assert main(["train", "--variant", "jit", "--root", "theirs"]) == 1
@@ -164,6 +171,10 @@ def test_the_tables_paths_written_another_way_are_the_pipelines_job(project):
     assert json.loads((project / "provenance/preprocess.json").read_text())["run"]["started"] > before
     assert problems("preprocess") == []
     assert main(["train", "--variant", "jit", "--root", "./"]) == 0  # the project root, not a sweep point's
+    absolute = ["--processed", str(project / "data/processed"), "--root", str(project)]  # through a link, too
+    (project / "link").symlink_to(project)
+    assert main(["evaluate", "--variant", "jit", "--params", str(project / "link/params.yaml"), *absolute]) == 0
+    assert problems("evaluate", "jit") == []
     assert problems("train", "jit") == []
 
 

@@ -29,6 +29,7 @@ def describe(error: ErrorDetails, model: type[BaseModel]) -> str:
     allowed = ", ".join(json.dumps(a) for a in re.findall(r"'([^']*)'", str(ctx.get("expected", ""))))
     messages = {
         "missing": "missing; add it (docs/parameters.md lists every key)",
+        "invalid_key": "a key that is not text; write a name (docs/parameters.md lists every key)",
         "int_type": f"{shown} is not an integer{whole}",
         "float_type": f"{shown} is not a number; write one such as 0.01",
         "bool_type": f"{shown} is not a boolean; write true or false",

@@ -27,7 +27,7 @@ CODE_SHOWN = 3  # code files named
 NBSP = "\xa0"  # joins an item's words: textwrap breaks lines at ASCII spaces only
 NO_STAGE = (
     "name a file a stage writes (docs/architecture.md, 'Where everything lands'), a provenance record,"
-    " or a sweep point's model or metrics"
+    " or a sweep point's model or metrics, from the project root"
 )
 
 

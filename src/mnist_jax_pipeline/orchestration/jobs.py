@@ -9,6 +9,7 @@ from ..artefacts import atomic
 from ..artefacts.provenance import Execution, Hashes, Record, file_sha256, files_under
 from ..config.params import Params
 from ..foundation import LOADED_NS, versions
+from ..foundation.console import SWEEPS
 from ..foundation.errors import PipelineError
 from ..foundation.paths import PARAMS, RUNTIME_LOCK
 from . import stage_table
@@ -48,8 +49,10 @@ class Job:
         return list(found.items())
 
     def fix(self) -> str:
-        if self.root != Path("."):
+        if SWEEPS in self.root.parents:
             return "re-run the sweep: snakemake --cores all sweeps (or dvc exp run for its point)"
+        if self.root != Path("."):
+            return f"re-run it: {self.stage.cmd(self.variant or '')} --root {self.root}"
         return f"re-run '{self.name}': snakemake --cores all, or dvc repro -f -s {self.name}"
 
 

@@ -27,7 +27,7 @@ from ..foundation import console, paths, variants
 from ..foundation.errors import PipelineError, clip
 from ..foundation.stops import RECEIVED, SIGNALS, Stopped, handle, raise_stopped
 from . import stage_table
-from .commands import Command
+from .commands import Command, Option
 from .jobs import Job, Recorder
 
 ORCHESTRATOR = "MNIST_PIPELINE_ORCHESTRATOR"  # the identity of the Snakemake whose jobs this process is among
@@ -194,8 +194,17 @@ def stage(args: argparse.Namespace, command: Command) -> Iterator[Callable[[argp
     check_not_stopped()
     console.log_file()  # a setting that is not a log file is refused
     started, clock = now(), time.perf_counter()
+    for option in (*command.options, Option("--params", "", paths.PARAMS)):
+        key = option.flag.lstrip("-")
+        if (
+            option.default
+            and hasattr(args, key)
+            and Path(getattr(args, key)).resolve() == Path(option.default).resolve()
+        ):
+            setattr(args, key, option.default)  # the pipeline's own path, written another way
     if Path(getattr(args, "root", ".")) != Path("."):
         atomic.claim(args.root, option="--root", command=args.command, signature="")  # a stages' root (ownership.py)
+        (Path(args.root) / paths.PROVENANCE).mkdir(parents=True, exist_ok=True)  # which marks it so
     is_stage = any(s.name == args.command for s in stage_table.STAGES)
     if is_stage:
         refuse_strays(args)

@@ -181,7 +181,9 @@ def refuse_strays(args: argparse.Namespace) -> None:
         root, variant = getattr(args, "root", "."), getattr(args, "variant", None)
         folder = Path(args.out) if hasattr(args, "out") else artefact.at(variant, root)
         ours = {n.format(variant=v) for n in (*artefact.files, *artefact.variant_files) for v in variants.names()}
-        for file in files_under(folder) if folder.is_dir() else []:
+        if not any((folder / name).exists() for name in (*ours, *artefact.folders)):
+            continue  # no output of the stage's: whose it is, the stage's own claim says
+        for file in files_under(folder):
             if (name := file.relative_to(folder)).as_posix() not in ours and name.parts[0] not in artefact.folders:
                 raise PipelineError(
                     f"{file}: no stage's output, in {folder}/, which {args.command} replaces; move it away"

@@ -159,8 +159,7 @@ def main(args: argparse.Namespace) -> None:
     if Path(args.out) != Path(paths.PROCESSED.path):  # its own folder, else one it made (holds its stats)
         atomic.claim(args.out, option="--out", command="preprocess", signature='"normalize_mean"', inside="stats.json")
     params = load(args.params)
-    held = read_manifest(args.raw).dataset
-    if held != params.data.dataset:
+    if (held := read_manifest(args.raw).dataset) != params.data.dataset:
         raise PipelineError(
             f"{args.raw}: holds {held}, but data.dataset in {args.params} is"
             f" {params.data.dataset}; re-run the 'download' stage"

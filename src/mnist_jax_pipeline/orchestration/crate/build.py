@@ -206,10 +206,9 @@ class CrateBuilder:
         tool["hasPart"] = self.files({name: digest for job in jobs for name, digest in job.record.code.items()})
         if packages:
             tool["softwareRequirements"] = [self.package(name, release) for name, release in sorted(packages)]
-        step = self._context(
+        return tool, self._context(
             _fragment("step", stage.name), "HowToStep", name=stage.name, position=str(position), workExample=tool
         )
-        return tool, step
 
     def action(self, job: RecordedJob, tool: Entity) -> Entity:
         """The job's CreateAction: its command, its inputs and params, its outputs and record, who ran it."""

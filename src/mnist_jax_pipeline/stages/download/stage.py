@@ -119,8 +119,7 @@ def _keep_originals(dataset: str, mirror: Path | None, downloads: Path, idx_dir:
     found = {file_sha256(p): p for p in downloads.rglob("*") if p.is_file() and p.stat().st_size in sizes}
     idx_dir.mkdir()
     for pinned in PINNED[dataset]:
-        source = mirror / pinned.name if mirror else found.get(pinned.sha256)
-        if source:
+        if source := (mirror / pinned.name if mirror else found.get(pinned.sha256)):
             shutil.copyfile(source, idx_dir / pinned.name)
         verify_file(idx_dir / pinned.name, pinned)
 

@@ -183,10 +183,9 @@ def render(prof: str | Path, out_dir: str | Path, diff_base: str | Path | None =
     if found["binary"] is None:
         return []
     views: list[tuple[str, list[str]]] = [("", [])] + ([(".diff", [f"-diff_base={diff_base}"])] if diff_base else [])
-    formats = ["top", "svg"] if found["dot"] else ["top"]
     written = []
     with tempfile.TemporaryDirectory(prefix="pprof-home-") as home:
-        for (suffix, extra), fmt in itertools.product(views, formats):
+        for (suffix, extra), fmt in itertools.product(views, ["top", "svg"] if found["dot"] else ["top"]):
             name = f"{prof.stem}{suffix}.{'top.txt' if fmt == 'top' else fmt}"
             command = [found["binary"], f"-{fmt}", *extra, str(prof)]
             env = {**os.environ, "HOME": home, "PPROF_TMPDIR": home}

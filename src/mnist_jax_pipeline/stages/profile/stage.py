@@ -93,14 +93,13 @@ def known_arrays(model: HostParams, batch: int, test: int) -> ByPoint:
 def expected_bytes(arrays: ByPoint, config: Params, model: HostParams, train: int) -> dict[str, int]:
     """Sizes of the model, of the training state (parameters and optimizer state), of the training
     split on the device (jit_scan holds it), and of every array a point holds."""
-    state = initial_state(config, model, train)
-    sizes = {
+    return {
         "params": int(sum(w.nbytes + b.nbytes for w, b in model)),
-        "state": int(sum(np.asarray(leaf).nbytes for leaf in jax.tree.leaves(state))),
+        "state": int(sum(np.asarray(leaf).nbytes for leaf in jax.tree.leaves(initial_state(config, model, train)))),
         "train_images": train * model[0][0].shape[1] * 4,
         "train_targets": train * NUM_CLASSES * 4,
+        **{key: int(size) for point in POINTS for key, size, _ in arrays[point]},
     }
-    return sizes | {key: int(size) for point in POINTS for key, size, _ in arrays[point]}
 
 
 def initial_state(config: Params, model: HostParams, train_count: int) -> TrainState:

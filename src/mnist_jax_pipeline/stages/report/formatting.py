@@ -68,8 +68,7 @@ def size(value: Any) -> str:
 
 def flops(value: Any) -> str:
     """Floating-point operations in SI units: 2.054e9 -> '2.05 GFLOP'."""
-    units = ("FLOP", "kFLOP", "MFLOP", "GFLOP", "TFLOP")
-    return MISSING if value is None else _scaled(float(value), 1000, units)
+    return MISSING if value is None else _scaled(float(value), 1000, ("FLOP", "kFLOP", "MFLOP", "GFLOP", "TFLOP"))
 
 
 def signed_size(value: Any) -> str:

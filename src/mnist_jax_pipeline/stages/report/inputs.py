@@ -53,8 +53,7 @@ def read_variant(variant: str, test_count: int, root: str | Path = ".") -> Varia
 def read_all(variants: tuple[str, ...], root: str | Path = ".") -> Artefacts:
     """Every input of the report stage, checked."""
     root = Path(root)
-    images, _ = load_split(root / paths.PROCESSED.path, "test")
-    test_images = images.reshape(len(images), 28, 28)
+    test_images = load_split(root / paths.PROCESSED.path, "test")[0].reshape(-1, 28, 28)
     return Artefacts(
         manifest=read_manifest(root / paths.RAW.path),
         stats=read_stats(root / paths.PROCESSED.path),

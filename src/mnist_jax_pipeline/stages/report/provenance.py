@@ -37,10 +37,9 @@ PIPELINE_WRITES = (
 def git(*args: str) -> str | None:
     """Output of one git command in the current folder, or None (no git, no repository)."""
     try:
-        done = subprocess.run(["git", *args], capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=True)
+        return subprocess.run(["git", *args], capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=True).stdout
     except (OSError, subprocess.SubprocessError):
         return None
-    return done.stdout
 
 
 def git_state() -> dict[str, Any]:
@@ -85,8 +84,7 @@ class Committed(NamedTuple):
     @property
     def epoch_change(self) -> float | None:
         """The median epoch's relative change since the commit (+0.1: a tenth longer)."""
-        then = self.train.epoch_s
-        return self.now.train.epoch_seconds_median / then - 1 if then > 0 else None
+        return self.now.train.epoch_seconds_median / self.train.epoch_s - 1 if self.train.epoch_s > 0 else None
 
 
 def against_committed(results: tuple[VariantResults, ...]) -> list[Committed]:

@@ -228,6 +228,10 @@ def test_snakemake_runs_the_points_sharing_the_upstream(tmp_path):
     assert "step_size=0.2" in (ws / "elsewhere.html").read_text()
     assert {p: p.read_bytes() for p in (ws / "sweeps" / "tiny").iterdir() if p.is_file()} == before
     assert "Nothing to be done" in sh(ws, "snakemake", "--cores", "1", "sweeps")
+    code = ws / paths.CODE / "comparison/compare.py"  # the page is made by the checkout's code
+    code.write_text(code.read_text() + "# edited\n")
+    assert ran(sh(ws, "snakemake", "--dry-run", "--cores", "1", "sweeps")) == {"sweep_compare": 1}
+    code.write_text(code.read_text().removesuffix("# edited\n"))
     # by hand, a page is drawn of current points only: an edited output or sweep is one line, the page kept
     page, point = (ws / "sweeps" / "tiny" / paths.COMPARE_HTML).read_bytes(), ws / "sweeps" / "tiny" / "step_size=0.2"
     metrics = point / paths.EVAL_METRICS.at("jit")

@@ -237,7 +237,7 @@ def main(args: argparse.Namespace, checked: tuple[sweeps.Sweep, Hashes] | None =
         raise PipelineError(f"--out {args.out}: a folder; give the page's file, such as {Path(args.out) / 'page.html'}")
     if args.sweep:
         sweep, hashes = checked or (sweeps.load(sweeps.named(args.sweep), args.params), Hashes())
-        made = hashes.tree(map(sweep.folder, sweep.points))  # before they are read
+        made = hashes.tree(sweep.compared_from())  # before the points are read
         folder, runs = sweep.folder(), from_sweep(sweep)
         own = html_path == folder / paths.COMPARE_HTML  # the table and the record go with the sweep's own page
         csv_path = folder / paths.COMPARE_CSV if own else None

@@ -63,6 +63,11 @@ class Sweep(NamedTuple):
     def folder(self, point: Point | None = None) -> Path:
         return FOLDER / self.name / (point.name if point else "")
 
+    def compared_from(self) -> list[Path]:
+        """What the sweep's comparison is made from: its points' folders, and the checkout's code."""
+        code = [paths.CODE] if paths.CODE.is_dir() else []  # an installed package has no checkout
+        return [*map(self.folder, self.points), *code]
+
 
 def apply(base: dict[str, Any], changes: dict[str, Any], source: str = "") -> dict[str, Any]:
     """A copy of `base` with dotted keys set; `source` names the changes in a refusal."""

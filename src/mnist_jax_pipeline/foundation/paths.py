@@ -92,6 +92,7 @@ def record(stage: str, per_variant: bool) -> Artefact:
 
 
 PARAMS = "params.yaml"  # the parameters: at the project root, and in each sweep point's folder
+CODE = Path("src/mnist_jax_pipeline")  # the checkout's package, relative to the project root
 RUNTIME_LOCK = Path("requirements/runtime.txt")  # the locked runtime versions, exported from uv.lock
 COMPARE_HTML = "compare.html"  # a sweep's comparison page and table, in its folder
 COMPARE_CSV = "results.csv"

@@ -20,7 +20,7 @@ from ..foundation.errors import PipelineError
 from . import stage_table
 from .commands import COMMANDS
 from .freshness import Checker
-from .jobs import CODE_ROOT, Job, all_jobs
+from .jobs import Job, all_jobs
 from .points import point_params
 
 CODE_SHOWN = 3  # code files named
@@ -85,7 +85,7 @@ def params_lines(record: Record, now: dict[str, Any], where: str) -> list[str]:
 
 def code_lines(record: Record, stage: stage_table.Stage) -> list[str]:
     """The count of code files, the stage's own module first, a few with short digests."""
-    own = f"{CODE_ROOT.as_posix()}/{COMMANDS[stage.name].module.partition(':')[0].replace('.', '/')}.py"
+    own = f"{paths.CODE.as_posix()}/{COMMANDS[stage.name].module.partition(':')[0].replace('.', '/')}.py"
     names = sorted(record.code, key=lambda name: (name != own, name))
     shown = [f"{name} {short(record.code[name])}" for name in names[:CODE_SHOWN]]
     shown += [f"and {len(names) - CODE_SHOWN} more"] if len(names) > CODE_SHOWN else []

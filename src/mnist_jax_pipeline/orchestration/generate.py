@@ -17,7 +17,7 @@ from ..artefacts.atomic import write_text
 from ..config.params import Params
 from ..foundation import paths
 from ..foundation.errors import PipelineError
-from .jobs import CODE_ROOT, RUNTIME_LOCK, code_files
+from .jobs import RUNTIME_LOCK, code_files
 from .stage_table import POINT_STAGES, SHARED, STAGES, Stage, get
 
 HEADER = (
@@ -54,9 +54,9 @@ SNAKEMAKE_REPORT = {
 
 def dvc_code(stage: Stage) -> list[str]:
     """The stage's code files for dvc.yaml, a folder in place of its files where all of them are listed."""
-    files = {f.as_posix() for f in code_files(stage, CODE_ROOT)}
+    files = {f.as_posix() for f in code_files(stage, paths.CODE)}
     whole: list[str] = []
-    for folder in sorted({str(Path(f).parent) for f in files if Path(f).parent != CODE_ROOT}, key=len):
+    for folder in sorted({str(Path(f).parent) for f in files if Path(f).parent != paths.CODE}, key=len):
         contents = {p.as_posix() for p in Path(folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts}
         if contents <= files and not any(folder.startswith(w + "/") for w in whole):
             whole.append(folder)

@@ -11,11 +11,10 @@ from ..config.params import Params
 from ..foundation import LOADED_NS, versions
 from ..foundation.console import SWEEPS
 from ..foundation.errors import PipelineError
-from ..foundation.paths import PARAMS, RUNTIME_LOCK
+from ..foundation.paths import CODE, PARAMS, RUNTIME_LOCK
 from . import stage_table
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the package that runs
-CODE_ROOT = Path("src") / PACKAGE_DIR.name  # the checkout's package, relative to the project root
 
 
 @dataclass(frozen=True)
@@ -63,7 +62,7 @@ def all_jobs(variants: Sequence[str], root: Path = Path(".")) -> list[Job]:
 
 def loaded(name: str) -> Path:
     """The file of the package that runs for a checkout's code file (the runtime lock: itself)."""
-    return PACKAGE_DIR / Path(name).relative_to(CODE_ROOT) if CODE_ROOT in Path(name).parents else Path(name)
+    return PACKAGE_DIR / Path(name).relative_to(CODE) if CODE in Path(name).parents else Path(name)
 
 
 def code_files(stage: stage_table.Stage, root: Path) -> list[Path]:
@@ -87,9 +86,9 @@ class Recorder:
     def code(self, stage: stage_table.Stage) -> dict[str, str]:
         """{code file: digest} of what the stage runs: the checkout's package, else the installed one."""
         if stage.name not in self._code:
-            root = CODE_ROOT if CODE_ROOT.is_dir() else PACKAGE_DIR
-            found = {(CODE_ROOT / f.relative_to(root)).as_posix(): self.hashes.of(f) for f in code_files(stage, root)}
-            if root == CODE_ROOT and RUNTIME_LOCK.is_file():
+            root = CODE if CODE.is_dir() else PACKAGE_DIR
+            found = {(CODE / f.relative_to(root)).as_posix(): self.hashes.of(f) for f in code_files(stage, root)}
+            if root == CODE and RUNTIME_LOCK.is_file():
                 found[RUNTIME_LOCK.as_posix()] = self.hashes.of(RUNTIME_LOCK)
             self._code[stage.name] = found
         return self._code[stage.name]
@@ -109,7 +108,7 @@ class Recorder:
 
     def check_installed(self, stage: stage_table.Stage) -> None:
         """Refuse to run other code than the checkout's: the record would name code that did not run."""
-        if not CODE_ROOT.is_dir() or CODE_ROOT.resolve() == PACKAGE_DIR:
+        if not CODE.is_dir() or CODE.resolve() == PACKAGE_DIR:
             return
         for name, digest in self.code(stage).items():
             installed = loaded(name)

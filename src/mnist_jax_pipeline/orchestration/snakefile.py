@@ -178,7 +178,7 @@ class Pipeline:
         """Why the sweep's comparison is not current: its record lists other files of the points or its own."""
         try:
             recorded = json.loads(made[2].read_text(encoding="utf-8"))
-            now = self.checker.hashes.tree([*map(sweep.folder, sweep.points), *made[:2]])
+            now = self.checker.hashes.tree([*sweep.compared_from(), *made[:2]])
         except (OSError, ValueError):
             recorded = None
         if not isinstance(recorded, dict):

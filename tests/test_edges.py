@@ -604,7 +604,13 @@ def test_a_failure_while_putting_outputs_in_place_puts_every_earlier_one_back(tm
     assert unchanged() and not plot.exists()
 
 
-SETTINGS = ["MNIST_PIPELINE_LOG", "MNIST_PIPELINE_LOCK", "MNIST_PIPELINE_CACHE", "MNIST_PIPELINE_ORCHESTRATOR"]
+SETTINGS = [
+    "MNIST_PIPELINE_LOG",
+    "MNIST_PIPELINE_LOCK",
+    "MNIST_PIPELINE_CACHE",
+    "MNIST_PIPELINE_ORCHESTRATOR",
+    "MNIST_PIPELINE_CUTOFF",
+]
 
 
 @pytest.mark.parametrize("variable", SETTINGS)

@@ -141,6 +141,20 @@ def test_outputs_from_other_parameters_or_inputs_never_replace_recorded_ones(pro
     assert main(["--params", "other.yaml", "check"]) == 0  # check writes no output but its record
 
 
+def test_under_a_snakemake_run_a_job_current_by_content_ends_at_once(project, capsys, monkeypatch):
+    """Snakemake plans the jobs below one that runs; DVC skips those whose inputs it wrote the same."""
+    assert main(["train", "--variant", "jit"]) == 0
+    model, record = project / "models/jit.safetensors", project / "provenance/train_jit.json"
+    before = {path: path.read_bytes() for path in (model, record)}
+    monkeypatch.setenv(stage_run.CUTOFF, "1")
+    assert main(["train", "--variant", "jit"]) == 0
+    assert f"current by content, as {record.relative_to(project)} lists; not run again" in capsys.readouterr().err
+    assert {path: path.read_bytes() for path in (model, record)} == before
+    model.write_bytes(model.read_bytes() + b"x")  # not current: it runs
+    assert main(["train", "--variant", "jit"]) == 0
+    assert model.read_bytes() == before[model] and record.read_bytes() != before[record]
+
+
 def test_a_root_a_stage_ran_in_is_its_own_again(project, capsys):
     for argv in (["train"], ["train"], ["evaluate"]):
         assert main([*argv, "--variant", "jit", "--root", "runs/a"]) == 0, capsys.readouterr().err

@@ -219,6 +219,7 @@ def fake_workflow(**settings) -> SimpleNamespace:
         "executor_plugin": object(),
         "is_main_process": True,
         "dag": SimpleNamespace(jobs=[], needrun_jobs=list),
+        "dag_settings": SimpleNamespace(forceall=False, forcerun=frozenset(), forcetargets=False),
     }
     return SimpleNamespace(**(values | settings))
 
@@ -228,7 +229,16 @@ def project(tmp_path, monkeypatch) -> Path:
     shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv(run.ORCHESTRATOR, "")  # what Pipeline sets goes after the test
+    monkeypatch.setenv(run.CUTOFF, "")
     return tmp_path
+
+
+def test_a_run_that_forces_no_job_lets_a_job_current_by_content_end_at_once(project):
+    Pipeline(fake_workflow(), {})
+    assert os.environ[run.CUTOFF] == "1"
+    forced = SimpleNamespace(forceall=False, forcerun=frozenset({"train"}), forcetargets=False)
+    Pipeline(fake_workflow(dag_settings=forced), {})  # snakemake -R train
+    assert os.environ[run.CUTOFF] == ""
 
 
 def test_an_override_or_a_bad_parameter_stops_before_any_job(project):

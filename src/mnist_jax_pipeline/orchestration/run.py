@@ -5,6 +5,7 @@ import argparse
 import atexit
 import contextlib
 import io
+import logging
 import os
 import re
 import signal
@@ -31,6 +32,7 @@ from .commands import Command, Option
 from .jobs import Job, Recorder
 
 ORCHESTRATOR = "MNIST_PIPELINE_ORCHESTRATOR"  # the identity of the Snakemake whose jobs this process is among
+CUTOFF = "MNIST_PIPELINE_CUTOFF"  # set by a Snakemake run that forces no job: a job current by content ends at once
 
 
 def identity(pid: int) -> str:
@@ -229,7 +231,12 @@ def stage(args: argparse.Namespace, command: Command) -> Iterator[Callable[[argp
     if job.stage.inputs:  # the jobs upstream must be current; freshness is loaded only for them
         from .freshness import Checker
 
-        inputs = Checker(checker.params, checker.params_path, checker.hashes).check_inputs(job)
+        fresh = Checker(checker.params, checker.params_path, checker.hashes)
+        inputs = fresh.check_inputs(job)
+        if os.environ.get(CUTOFF) and not fresh.problems(job):  # planned after a job upstream wrote the same bytes
+            logging.getLogger(__name__).info("current by content, as %s lists; not run again", job.record_path)
+            yield lambda _: None
+            return
     atomic.claim(*job.outputs(), job.record_path)
     spent += time.perf_counter() - clock
     with atomic.together():

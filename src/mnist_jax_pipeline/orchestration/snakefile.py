@@ -134,6 +134,9 @@ class Pipeline:
         # sweep points run side by side, without the timing lock, unless --cores 1
         self.point_lock = "" if workflow.cores == 1 else "MNIST_PIPELINE_LOCK=off "
         os.environ[run.ORCHESTRATOR] = run.identity(os.getpid())  # its jobs stop once it is gone
+        force = workflow.dag_settings  # None where Snakemake only reads the workflow
+        forced = force is None or force.forceall or force.forcerun or force.forcetargets
+        os.environ[run.CUTOFF] = "" if forced else "1"  # Snakemake plans before any job runs: the jobs cut it short
         if workflow.is_main_process:  # Snakemake writes its folder, in a dry run too (its I/O cache)
             self.refuse([Path(".snakemake/iocache/latest.pkl")], probe=True)
         self.stale = self.checker.stale(self.jobs)

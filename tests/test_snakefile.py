@@ -233,11 +233,14 @@ def project(tmp_path, monkeypatch) -> Path:
     return tmp_path
 
 
-def test_a_run_that_forces_no_job_lets_a_job_current_by_content_end_at_once(project):
-    Pipeline(fake_workflow(), {})
+def test_a_run_that_forces_no_job_lets_a_job_current_by_content_end_at_once(project, monkeypatch):
+    monkeypatch.setattr(snakefile.dvc_lock.RepositoryLock, "hold", lambda self: None)
+    Pipeline(fake_workflow(), {}).start(SimpleNamespace(stopped_before_start=lambda: None))
     assert os.environ[run.CUTOFF] == "1"
-    forced = SimpleNamespace(forceall=False, forcerun=frozenset({"train"}), forcetargets=False)
-    Pipeline(fake_workflow(dag_settings=forced), {})  # snakemake -R train
+    forced = SimpleNamespace(forceall=False, forcerun={"train"}, forcetargets=False)
+    Pipeline(fake_workflow(dag_settings=forced), {}).start(
+        SimpleNamespace(stopped_before_start=lambda: None)
+    )  # snakemake -R train
     assert os.environ[run.CUTOFF] == ""
 
 
@@ -357,7 +360,7 @@ def test_finish_lets_go_of_the_lock_and_commits_the_dag(project, monkeypatch):
     pipeline = Pipeline(fake_workflow(dag=SimpleNamespace(jobs=dag_jobs, needrun_jobs=list)), {})
     before = signal.getsignal(signal.SIGINT)
     try:
-        pipeline.start(snakefile.Stopper())
+        pipeline.start(SimpleNamespace(stopped_before_start=lambda: None))
     finally:
         signal.signal(signal.SIGINT, before)
     assert pipeline.lock.held

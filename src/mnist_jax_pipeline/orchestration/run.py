@@ -22,7 +22,7 @@ from typing import Self
 import psutil
 
 from ..artefacts import atomic
-from ..artefacts.provenance import Execution, files_under
+from ..artefacts.provenance import Execution, Record, files_under
 from ..config.params import load
 from ..foundation import console, paths, variants
 from ..foundation.errors import PipelineError, clip
@@ -178,18 +178,21 @@ def job_for(args: argparse.Namespace, checker: Recorder) -> Job | None:
 
 
 def refuse_strays(args: argparse.Namespace) -> None:
-    """Refuse a file in a folder the stage replaces whole that no stage writes there: it would be lost."""
-    for artefact in (a for a in stage_table.get(args.command).artefacts if a.files or a.folders):
-        root, variant = getattr(args, "root", "."), getattr(args, "variant", None)
+    """Refuse a file in a folder the stage replaces whole that it neither declares nor recorded: it would be lost."""
+    stage, root, variant = stage_table.get(args.command), getattr(args, "root", "."), getattr(args, "variant", None)
+    recorded: set[str] = set()  # what the stage wrote beside what it declares (pprof's views, where pprof runs)
+    with contextlib.suppress(OSError, ValueError):
+        recorded = set(Record.model_validate_json(stage.record.at(variant, root).read_bytes()).outputs)
+    for artefact in (a for a in stage.artefacts if a.files or a.folders):
         folder = Path(args.out) if hasattr(args, "out") else artefact.at(variant, root)
         ours = {n.format(variant=v) for n in (*artefact.files, *artefact.variant_files) for v in variants.names()}
         if not any((folder / name).exists() for name in (*ours, *artefact.folders)):
             continue  # no output of the stage's: whose it is, the stage's own claim says
         for file in files_under(folder):
-            if (name := file.relative_to(folder)).as_posix() not in ours and name.parts[0] not in artefact.folders:
-                raise PipelineError(
-                    f"{file}: no stage's output, in {folder}/, which {args.command} replaces; move it away"
-                )
+            name = file.relative_to(folder)
+            if name.as_posix() in ours or name.parts[0] in artefact.folders or file.as_posix() in recorded:
+                continue
+            raise PipelineError(f"{file}: no stage's output, in {folder}/, which {args.command} replaces; move it away")
 
 
 @contextlib.contextmanager

@@ -134,9 +134,6 @@ class Pipeline:
         # sweep points run side by side, without the timing lock, unless --cores 1
         self.point_lock = "" if workflow.cores == 1 else "MNIST_PIPELINE_LOCK=off "
         os.environ[run.ORCHESTRATOR] = run.identity(os.getpid())  # its jobs stop once it is gone
-        force = workflow.dag_settings  # None where Snakemake only reads the workflow
-        forced = force is None or force.forceall or force.forcerun or force.forcetargets
-        os.environ[run.CUTOFF] = "" if forced else "1"  # Snakemake plans before any job runs: the jobs cut it short
         if workflow.is_main_process:  # Snakemake writes its folder, in a dry run too (its I/O cache)
             self.refuse([Path(".snakemake/iocache/latest.pkl")], probe=True)
         self.stale = self.checker.stale(self.jobs)
@@ -228,6 +225,9 @@ class Pipeline:
     def start(self, stopper: Stopper) -> None:
         """Before the first job: a stop asked for meanwhile, outputs that could not be written, DVC's lock."""
         stopper.stopped_before_start()
+        force = self.workflow.dag_settings  # known once the DAG is built, not yet while the Snakefile is read
+        forced = force is None or force.forceall or force.forcerun or force.forcetargets
+        os.environ[run.CUTOFF] = "" if forced else "1"  # Snakemake plans before any job runs: the jobs cut it short
         jobs = self.workflow.dag.needrun_jobs()
         self.refuse([Path(p) for job in jobs for p in [*job.output, *job.log]], probe=True)
         self.lock.hold()

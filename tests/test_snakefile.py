@@ -116,11 +116,7 @@ def test_mark_gives_records_an_old_time(tmp_path, monkeypatch):
     assert snakefile.marker(train).read_text().startswith("no model\n")  # its record is there
     others = [job for job in jobs if job is not train]
     assert all(snakefile.marker(job).stat().st_mtime == 0 for job in others)
-    first = train.record_path.stat().st_mtime_ns  # records link the jobs; their time runs none (absent ones: no error)
-    assert 10**9 <= first < 2 * 10**9
-    train.record_path.write_text("[]")  # edited in place, the same size: DVC keys its digests on time and size
-    snakefile.mark(jobs, {train: ["no model"]})
-    assert 10**9 <= train.record_path.stat().st_mtime_ns < 2 * 10**9 and train.record_path.stat().st_mtime_ns != first
+    assert train.record_path.stat().st_mtime == 1  # records link the jobs; their time runs none (absent ones: no error)
 
 
 # --- dvc_lock.py: DVC's repository lock and the record of a run ---

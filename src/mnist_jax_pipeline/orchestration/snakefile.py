@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from ..artefacts import atomic
-from ..artefacts.provenance import changed_files, file_sha256
+from ..artefacts.provenance import changed_files
 from ..config import sweeps
 from ..config.params import load
 from ..foundation import paths, stops
@@ -95,9 +95,8 @@ def mark_one(path: Path, reasons: list[str] | None, outputs: list[Path]) -> None
 def mark(jobs: Iterable[Job], stale: Mapping[Job, list[str]]) -> None:
     for job in jobs:
         mark_one(marker(job), stale.get(job), [*job.outputs(), job.record_path])
-        with contextlib.suppress(OSError):  # old to Snakemake (not 0: none to it), and by content, so DVC sees an edit
-            moment = 10**9 + int(file_sha256(job.record_path)[:8], 16) % 10**9
-            os.utime(job.record_path, ns=(moment, moment))
+        with contextlib.suppress(OSError):  # not 0: Snakemake reads an output time of 0 as none
+            os.utime(job.record_path, (1, 1))
 
 
 def declared(job: Job, variants: tuple[str, ...]) -> list[str]:

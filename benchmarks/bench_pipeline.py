@@ -80,7 +80,7 @@ def accounted(ws: Path, wall: float, since: float) -> dict[str, Any]:
     for path in sorted((ws / "provenance").glob("*.json")):
         record = json.loads(path.read_text())
         run_info = record.get("run")
-        if not run_info or _seconds(run_info["started"]) < since:
+        if not run_info or _seconds(run_info["started"]) < since or run_info["tool"] == "mnist-pipeline":
             continue
         span = _seconds(run_info["ended"]) - _seconds(run_info["started"])
         jobs[record["stage"]] = {

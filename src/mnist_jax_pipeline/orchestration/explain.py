@@ -194,7 +194,7 @@ def explain(path: str, params_path: str = paths.PARAMS) -> list[str]:
     gone = swept if isinstance(swept, str) else None
     sweep_file = f"{job.root.parent}.yaml"
     checker = Checker(swept, sweep_file) if isinstance(swept, Params) else Checker(load(params_file), str(params_file))
-    if (record := checker.read(job)) is None or record.stage != job.name:
+    if (record := job.read_record()) is None or record.stage != job.name:
         why = "not a record of this job" if job.record_path.exists() else "no such record"
         return not_recorded(rel, job, why, gone.rpartition("; ")[2] if gone else unlisted(job, checker))
     lines = [str(rel), _label("made by") + f"{_name(job)}, recorded in {job.record_path}", run_line(record.run)]

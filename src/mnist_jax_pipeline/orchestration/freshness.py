@@ -36,7 +36,7 @@ class Checker(Recorder):
         """Why the job's outputs are not current, first things first; [] when they are."""
         if job in self._problems:
             return self._problems[job]
-        record, first = self.read(job), (job.outputs() or [job.record_path])[0]
+        record, first = job.read_record(), (job.outputs() or [job.record_path])[0]
         if record is None or record.stage != job.name:
             absent = [p for p in job.outputs() if not p.exists()]
             why = f"{absent[0]}: missing" if absent else f"{first}: not recorded as made by '{job.name}'"

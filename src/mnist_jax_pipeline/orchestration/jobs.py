@@ -33,6 +33,13 @@ class Job:
     def record_path(self) -> Path:
         return self.stage.record.at(self.variant, self.root)
 
+    def read_record(self) -> Record | None:
+        """Its record, or None where there is none that can be read."""
+        try:
+            return Record.model_validate_json(self.record_path.read_bytes())
+        except (OSError, ValueError):  # pydantic's ValidationError is a ValueError
+            return None
+
     def outputs(self) -> list[Path]:
         return [a.at(self.variant, self.root) for a in self.stage.artefacts]
 
@@ -99,12 +106,6 @@ class Recorder:
     def made_from(self, job: Job) -> dict[str, Any]:
         values = self.params.to_dict()
         return {section: values[section] for section in job.stage.params}
-
-    def read(self, job: Job) -> Record | None:
-        try:
-            return Record.model_validate_json(job.record_path.read_bytes())
-        except (OSError, ValueError):  # pydantic's ValidationError is a ValueError
-            return None
 
     def check_installed(self, stage: stage_table.Stage) -> None:
         """Refuse to run other code than the checkout's: the record would name code that did not run."""

@@ -22,7 +22,7 @@ from typing import Self
 import psutil
 
 from ..artefacts import atomic
-from ..artefacts.provenance import Execution, Record, files_under
+from ..artefacts.provenance import Execution, files_under
 from ..config.params import load
 from ..foundation import console, paths, variants
 from ..foundation.errors import PipelineError, clip
@@ -179,12 +179,11 @@ def job_for(args: argparse.Namespace, checker: Recorder) -> Job | None:
 
 def refuse_strays(args: argparse.Namespace) -> None:
     """Refuse a file in a folder the stage replaces whole that it neither declares nor recorded: it would be lost."""
-    stage, root, variant = stage_table.get(args.command), getattr(args, "root", "."), getattr(args, "variant", None)
-    recorded: set[str] = set()  # what the stage wrote beside what it declares (pprof's views, where pprof runs)
-    with contextlib.suppress(OSError, ValueError):
-        recorded = set(Record.model_validate_json(stage.record.at(variant, root).read_bytes()).outputs)
-    for artefact in (a for a in stage.artefacts if a.files or a.folders):
-        folder = Path(args.out) if hasattr(args, "out") else artefact.at(variant, root)
+    job = Job(stage_table.get(args.command), getattr(args, "variant", None), Path(getattr(args, "root", ".")))
+    record = job.read_record()  # lists what the stage wrote beside what it declares (pprof's views, where pprof runs)
+    recorded = set(record.outputs) if record else set()
+    for artefact in (a for a in job.stage.artefacts if a.files or a.folders):
+        folder = Path(args.out) if hasattr(args, "out") else artefact.at(job.variant, job.root)
         ours = {n.format(variant=v) for n in (*artefact.files, *artefact.variant_files) for v in variants.names()}
         if not any((folder / name).exists() for name in (*ours, *artefact.folders)):
             continue  # no output of the stage's: whose it is, the stage's own claim says
@@ -202,12 +201,8 @@ def stage(args: argparse.Namespace, command: Command) -> Iterator[Callable[[argp
     console.log_file()  # a setting that is not a log file is refused
     started, clock = now(), time.perf_counter()
     for option in (*command.options, Option("--params", "", paths.PARAMS)):
-        key = option.flag.lstrip("-")
-        if (
-            option.default
-            and hasattr(args, key)
-            and Path(getattr(args, key)).resolve() == Path(option.default).resolve()
-        ):
+        given, key = getattr(args, option.flag.lstrip("-"), None), option.flag.lstrip("-")
+        if option.default and given and Path(given).resolve() == Path(option.default).resolve():
             setattr(args, key, option.default)  # the pipeline's own path, written another way
     if Path(getattr(args, "root", ".")) != Path("."):
         atomic.claim(args.root, option="--root", command=args.command, signature="")  # a stages' root (ownership.py)

@@ -297,10 +297,9 @@ def all_figures(art: Artefacts) -> dict[str, Figure]:
         "epoch_times.png": epoch_times(art.variants),
         "per_class_recall.png": per_class_recall(art.variants),
         "step_timeline.png": step_timeline(art.profiles, names),
+        **{f"confusion_{v.name}.png": confusion(v) for v in art.variants},
+        **{f"misclassified_{v.name}.png": misclassified(v, art.test_images) for v in art.variants},
     }
-    for v in art.variants:
-        figures[f"confusion_{v.name}.png"] = confusion(v)
-        figures[f"misclassified_{v.name}.png"] = misclassified(v, art.test_images)
     return {name: figures[name] for name in paths.REPORT_FIGURES.file_names(tuple(names))}
 
 

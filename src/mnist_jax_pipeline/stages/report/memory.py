@@ -4,6 +4,7 @@ of the stacks), and XLA's analysis of each compiled step (the train stage's metr
 
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -52,10 +53,9 @@ def _local(name: str) -> str:
 def _undo_pan_zoom(root: ET.Element) -> None:
     """pprof -svg drops Graphviz's size and viewBox and zooms to 50% for its pan script: restore the drawing at
     1:1 with a viewBox from the graph's background polygon."""
-    groups = {g.get("id"): g for g in root.iter(f"{{{SVG_NS}}}g") if g.get("id")}
-    if "viewport" in groups:
-        groups["viewport"].attrib.pop("transform", None)
-    if (graph := groups.get("graph0")) is None or root.get("viewBox"):
+    if (viewport := root.find(f".//{{{SVG_NS}}}g[@id='viewport']")) is not None:
+        viewport.attrib.pop("transform", None)
+    if (graph := root.find(f".//{{{SVG_NS}}}g[@id='graph0']")) is None or root.get("viewBox"):
         return
     background = graph.find(f"{{{SVG_NS}}}polygon")
     points = background.get("points", "") if background is not None else ""
@@ -140,10 +140,9 @@ def _profiled(art: Artefacts, name: str, summary: ProfileSummary) -> Profiled:
     )
 
 
-def _xla(art: Artefacts) -> list[dict[str, Any]]:
+def _xla(art: Artefacts) -> Iterator[dict[str, Any]]:
     """XLA's analysis of each compiled variant, with what its arguments are and whether the profile's sizes of
     them add up to XLA's argument bytes (None: no profile to check against)."""
-    rows = []
     for v in art.variants:
         if v.train.xla is None:
             continue
@@ -152,17 +151,14 @@ def _xla(art: Artefacts) -> list[dict[str, Any]]:
         sizes = [summary.expected_bytes.get(key) if summary else None for key in keys]
         known = None not in sizes
         parts = [f"{label} {size(part)}" for label, part in zip(labels, sizes, strict=True)] if known else labels
-        rows.append(
-            {
-                "name": v.name,
-                "unit": unit,
-                "xla": v.train.xla,
-                "arguments": " + ".join(parts),
-                "matches": sum(part or 0 for part in sizes) == v.train.xla.argument_bytes if known else None,
-                "note": XLA_NOTES[unit],
-            }
-        )
-    return rows
+        yield {
+            "name": v.name,
+            "unit": unit,
+            "xla": v.train.xla,
+            "arguments": " + ".join(parts),
+            "matches": sum(part or 0 for part in sizes) == v.train.xla.argument_bytes if known else None,
+            "note": XLA_NOTES[unit],
+        }
 
 
 def memory_view(art: Artefacts) -> dict[str, Any]:
@@ -172,7 +168,7 @@ def memory_view(art: Artefacts) -> dict[str, Any]:
     return {
         "variants": shown,
         "missing": [v.name for v in art.variants if v.name not in art.profiles],
-        "xla": _xla(art),
+        "xla": list(_xla(art)),
         "peak": max((m.summary.peak_memory for m in shown), key=lambda peak: peak.bytes, default=None),
         "pprof_available": any(m.summary.pprof.available for m in shown),
         "install_hint": shown[0].summary.pprof.install_hint if shown else INSTALL_HINT,

@@ -262,7 +262,7 @@ def icicle(rows: Sequence[Allocation], title: str) -> Figure:
     depth = max((len(s) for s, _ in drawn), default=1)
     fig, ax = laid_out((9, 0.8 + 0.3 * depth))
     ax.set_axis_off()
-    ax.set_title(f"{title} ({size(total)})")
+    ax.set(title=f"{title} ({size(total)})", xlim=(0, 1), ylim=(depth, 0))
     for level in range(depth):
         start = 0.0
         for prefix, group in groupby(drawn, key=lambda pair: pair[0][: level + 1]):  # neighbours that share frames
@@ -276,7 +276,6 @@ def icicle(rows: Sequence[Allocation], title: str) -> Figure:
                     x_mid = (start + width / 2) / total
                     ax.text(x_mid, level + 0.5, label, ha="center", va="center", fontsize=6.5, clip_on=True)
             start += width
-    ax.set(xlim=(0, 1), ylim=(depth, 0))
     return fig
 
 

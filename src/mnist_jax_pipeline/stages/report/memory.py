@@ -118,12 +118,12 @@ def origin(row: Allocation) -> str:
 def _profiled(art: Artefacts, name: str, summary: ProfileSummary) -> Profiled:
     """A variant's summary with its call graphs cleaned and inlined (else its icicles), its trace's shares and files."""
     points = dict(ordered(summary.points, paths.SNAPSHOTS))
-    folder, made_by = paths.PROFILE.at(name, art.root), paths.PROFILE.stage(name)
+    folder, made_by = paths.PROFILE.at(name), paths.PROFILE.stage(name)
     files = {point: call_graph_file(folder, point, snapshot) for point, snapshot in points.items()}
     graphs = {point: svg_data_uri(path, made_by) for point, path in files.items() if path}
     drawn = {p: data_uri(icicle_png(name, p, s)) for p, s in points.items() if not files[p] and icicle_rows(s)}
-    table, trace_dir = summary.trace.table, paths.PROFILE.at(name)
-    logdir, perfetto = trace_dir / summary.trace.logdir, trace_dir / summary.trace.files["perfetto"]
+    table = summary.trace.table
+    logdir, perfetto = folder / summary.trace.logdir, folder / summary.trace.files["perfetto"]
     step = table.step_us or 1.0
     return Profiled(
         name,

@@ -47,7 +47,7 @@ def context(art: Artefacts, params: Params, params_path: str, figures: dict[str,
     """Everything both templates show."""
     runs = {v.name: v.run for v in art.variants}
     baseline = next((v for v in art.variants if v.name == variants.BASELINE), None)
-    experiments = (art.root / paths.EXPERIMENTS_HTML).is_file()
+    experiments = Path(paths.EXPERIMENTS_HTML).is_file()
     return {
         "manifest": art.manifest,
         "stats": art.stats,

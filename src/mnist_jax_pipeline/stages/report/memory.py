@@ -19,9 +19,9 @@ SVG_NS = "http://www.w3.org/2000/svg"
 EXTERNAL_URL = re.compile(r"url\(\s*['\"]?\s*(?!#)", re.IGNORECASE)
 UNSAFE_TAGS = {"script", "foreignObject", "iframe"}
 TOP_OPS = 12  # rows of each op table shown; the rest are summed in one line
-ARGUMENTS = {  # a compiled call's arguments by what it runs: (key of the profile's expected_bytes, in words)
-    "epoch": (("state", "training state"), ("train_images", "training images"), ("train_targets", "one-hot targets")),
-    "step": (("state", "training state"), ("batch_images", "batch images"), ("batch_targets", "batch targets")),
+ARGUMENTS = {  # a compiled call's arguments by what it runs: key of the profile's expected_bytes -> in words
+    "epoch": {"state": "training state", "train_images": "training images", "train_targets": "one-hot targets"},
+    "step": {"state": "training state", "batch_images": "batch images", "batch_targets": "batch targets"},
 }
 XLA_NOTES = {
     "epoch": "the state is donated: its buffers are reused for the output (alias); XLA's cost analysis counts the"
@@ -115,7 +115,7 @@ def origin(row: Allocation) -> str:
     return short_frame(row.origin or (row.stack[0] if row.stack else ""))
 
 
-def _profiled(art: Artefacts, name: str, summary: ProfileSummary) -> Profiled:
+def _profiled(name: str, summary: ProfileSummary) -> Profiled:
     """A variant's summary with its call graphs cleaned and inlined (else its icicles), its trace's shares and files."""
     points = dict(ordered(summary.points, paths.SNAPSHOTS))
     folder, made_by = paths.PROFILE.at(name), paths.PROFILE.stage(name)
@@ -147,23 +147,22 @@ def _xla(art: Artefacts) -> Iterator[dict[str, Any]]:
         if v.train.xla is None:
             continue
         unit, summary = variants.get(v.name).call_unit, art.profiles.get(v.name)
-        keys, labels = zip(*ARGUMENTS[unit], strict=True)
-        sizes = [summary.expected_bytes.get(key) if summary else None for key in keys]
-        known = None not in sizes
-        parts = [f"{label} {size(part)}" for label, part in zip(labels, sizes, strict=True)] if known else labels
+        sizes = {label: summary.expected_bytes.get(key) if summary else None for key, label in ARGUMENTS[unit].items()}
+        known = None not in sizes.values()
+        parts = [f"{label} {size(part)}" for label, part in sizes.items()] if known else sizes
         yield {
             "name": v.name,
             "unit": unit,
             "xla": v.train.xla,
             "arguments": " + ".join(parts),
-            "matches": sum(part or 0 for part in sizes) == v.train.xla.argument_bytes if known else None,
+            "matches": sum(part or 0 for part in sizes.values()) == v.train.xla.argument_bytes if known else None,
             "note": XLA_NOTES[unit],
         }
 
 
 def memory_view(art: Artefacts) -> dict[str, Any]:
     """What the trace and memory sections show; without summaries, the hint how to install pprof."""
-    shown = [_profiled(art, name, summary) for name, summary in art.profiles.items()]
+    shown = [_profiled(name, summary) for name, summary in art.profiles.items()]
     snapshots = [(m, point, snapshot) for m in shown for point, snapshot in m.snapshots.items()]
     return {
         "variants": shown,

@@ -22,9 +22,6 @@ from .inputs import VariantResults
 
 log = logging.getLogger(__name__)
 
-UNKNOWN = "unknown"
-GIT_TIMEOUT_S = 10
-
 # tracked files a run itself rewrites: dvc.lock, the committed baseline, the .gitignore files DVC writes
 PIPELINE_WRITES = (
     "dvc.lock",
@@ -37,7 +34,7 @@ PIPELINE_WRITES = (
 def git(*args: str) -> str | None:
     """Output of one git command in the current folder, or None (no git, no repository)."""
     try:
-        return subprocess.run(["git", *args], capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=True).stdout
+        return subprocess.run(["git", *args], capture_output=True, text=True, timeout=10, check=True).stdout
     except (OSError, subprocess.SubprocessError):
         return None
 
@@ -48,7 +45,7 @@ def git_state() -> dict[str, Any]:
     commit = (git("rev-parse", "HEAD") or "").strip()
     changed = git("diff", "HEAD", "--name-only", "-z") if commit else None
     if changed is None:
-        return {"commit": UNKNOWN, "modified": None}
+        return {"commit": "unknown", "modified": None}
     own = [f for f in changed.split("\0") if f and not any(fnmatch.fnmatchcase(f, p) for p in PIPELINE_WRITES)]
     return {"commit": commit, "modified": sorted(own)}
 

@@ -210,10 +210,10 @@ def _micros_tick(value: float, _: object) -> str:
     return "0" if value == 0 else f"{plain(value / 1000)} ms" if value >= 1000 else f"{plain(value)} µs"
 
 
-def step_timeline(profiles: dict[str, ProfileSummary], order: Sequence[str]) -> Figure:
+def step_timeline(profiles: dict[str, ProfileSummary]) -> Figure:
     """One traced step per variant, op events by thread: matrix products red, other ops blue, and a thin line
     from an asynchronous op's event end to when it really finished."""
-    timelines = {name: profiles[name].trace.table.timeline for name in order if name in profiles}
+    timelines = {name: profile.trace.table.timeline for name, profile in profiles.items()}
     lanes = {name: sorted({e.lane for e in timeline.events}) for name, timeline in timelines.items()}
     heights = [max(len(threads), 1) * 0.25 + 0.55 for threads in lanes.values()]
     fig = Figure(figsize=(HALF[0], max(sum(heights) + 0.3, 1.2)), layout="constrained")
@@ -262,7 +262,7 @@ def icicle(rows: Sequence[Allocation], title: str) -> Figure:
     depth = max((len(s) for s, _ in drawn), default=1)
     fig, ax = laid_out((9, 0.8 + 0.3 * depth))
     ax.set_axis_off()
-    ax.set_title(f"{title} ({size(total)})")
+    ax.set(title=f"{title} ({size(total)})", xlim=(0, 1), ylim=(depth, 0))
     for level in range(depth):
         start = 0.0
         for prefix, group in groupby(drawn, key=lambda pair: pair[0][: level + 1]):  # neighbours that share frames
@@ -276,7 +276,6 @@ def icicle(rows: Sequence[Allocation], title: str) -> Figure:
                     x_mid = (start + width / 2) / total
                     ax.text(x_mid, level + 0.5, label, ha="center", va="center", fontsize=6.5, clip_on=True)
             start += width
-    ax.set(xlim=(0, 1), ylim=(depth, 0))
     return fig
 
 
@@ -289,19 +288,17 @@ def icicle_png(variant: str, point: str, snapshot: Snapshot) -> bytes:
 
 def all_figures(art: Artefacts) -> dict[str, Figure]:
     """Every figure of the report (paths.REPORT_FIGURES), by file name; call inside the pinned style."""
-    names = [v.name for v in art.variants]
     figures = {
         "dataset_samples.png": digit_grid(art.test_images[:SAMPLE_DIGITS]),
         "class_balance.png": class_balance(art),
         "training_curves.png": training_curves(art.variants),
         "epoch_times.png": epoch_times(art.variants),
         "per_class_recall.png": per_class_recall(art.variants),
-        "step_timeline.png": step_timeline(art.profiles, names),
+        "step_timeline.png": step_timeline(art.profiles),
+        **{f"confusion_{v.name}.png": confusion(v) for v in art.variants},
+        **{f"misclassified_{v.name}.png": misclassified(v, art.test_images) for v in art.variants},
     }
-    for v in art.variants:
-        figures[f"confusion_{v.name}.png"] = confusion(v)
-        figures[f"misclassified_{v.name}.png"] = misclassified(v, art.test_images)
-    return {name: figures[name] for name in paths.REPORT_FIGURES.file_names(tuple(names))}
+    return {name: figures[name] for name in paths.REPORT_FIGURES.file_names(tuple(v.name for v in art.variants))}
 
 
 def draw_all(art: Artefacts) -> dict[str, bytes]:

@@ -4,7 +4,6 @@ A missing input names the stage that makes it; a corrupt or mistyped one names t
 the stage to re-run. The profile summaries are optional: without one the report says how to make it.
 """
 
-from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -35,30 +34,27 @@ class Artefacts(NamedTuple):
     test_images: np.ndarray  # (N, 28, 28) float32, as preprocessed
     variants: tuple[VariantResults, ...]
     profiles: dict[str, ProfileSummary]  # by variant; a variant whose profile stage has not run is absent
-    root: Path  # the project folder the artefacts were read from
 
 
-def read_variant(variant: str, test_count: int, root: str | Path = ".") -> VariantResults:
+def read_variant(variant: str, test_count: int) -> VariantResults:
     """Train metrics, run, history and evaluation of one variant, checked against the test split."""
     return VariantResults(
         name=variant,
-        train=training.read_metrics(variant, root),
-        run=training.read_run(variant, root),
-        history=training.read_history(variant, root),
-        evaluation=evaluation.read_metrics(variant, root),
-        details=evaluation.read_details(variant, test_count, root),
+        train=training.read_metrics(variant),
+        run=training.read_run(variant),
+        history=training.read_history(variant),
+        evaluation=evaluation.read_metrics(variant),
+        details=evaluation.read_details(variant, test_count),
     )
 
 
-def read_all(variants: tuple[str, ...], root: str | Path = ".") -> Artefacts:
-    """Every input of the report stage, checked."""
-    root = Path(root)
-    test_images = load_split(root / paths.PROCESSED.path, "test")[0].reshape(-1, 28, 28)
+def read_all(variants: tuple[str, ...]) -> Artefacts:
+    """Every input of the report stage in the current folder, checked."""
+    test_images = load_split(paths.PROCESSED.path, "test")[0].reshape(-1, 28, 28)
     return Artefacts(
-        manifest=read_manifest(root / paths.RAW.path),
-        stats=read_stats(root / paths.PROCESSED.path),
+        manifest=read_manifest(paths.RAW.path),
+        stats=read_stats(paths.PROCESSED.path),
         test_images=test_images,
-        variants=tuple(read_variant(v, len(test_images), root) for v in variants),
-        profiles={v: summary for v in variants if (summary := read_summary(v, root)) is not None},
-        root=root,
+        variants=tuple(read_variant(v, len(test_images)) for v in variants),
+        profiles={v: summary for v in variants if (summary := read_summary(v)) is not None},
     )

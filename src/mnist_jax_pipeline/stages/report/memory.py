@@ -4,6 +4,7 @@ of the stacks), and XLA's analysis of each compiled step (the train stage's metr
 
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -18,9 +19,9 @@ SVG_NS = "http://www.w3.org/2000/svg"
 EXTERNAL_URL = re.compile(r"url\(\s*['\"]?\s*(?!#)", re.IGNORECASE)
 UNSAFE_TAGS = {"script", "foreignObject", "iframe"}
 TOP_OPS = 12  # rows of each op table shown; the rest are summed in one line
-ARGUMENTS = {  # a compiled call's arguments by what it runs: (key of the profile's expected_bytes, in words)
-    "epoch": (("state", "training state"), ("train_images", "training images"), ("train_targets", "one-hot targets")),
-    "step": (("state", "training state"), ("batch_images", "batch images"), ("batch_targets", "batch targets")),
+ARGUMENTS = {  # a compiled call's arguments by what it runs: key of the profile's expected_bytes -> in words
+    "epoch": {"state": "training state", "train_images": "training images", "train_targets": "one-hot targets"},
+    "step": {"state": "training state", "batch_images": "batch images", "batch_targets": "batch targets"},
 }
 XLA_NOTES = {
     "epoch": "the state is donated: its buffers are reused for the output (alias); XLA's cost analysis counts the"
@@ -52,10 +53,9 @@ def _local(name: str) -> str:
 def _undo_pan_zoom(root: ET.Element) -> None:
     """pprof -svg drops Graphviz's size and viewBox and zooms to 50% for its pan script: restore the drawing at
     1:1 with a viewBox from the graph's background polygon."""
-    groups = {g.get("id"): g for g in root.iter(f"{{{SVG_NS}}}g") if g.get("id")}
-    if "viewport" in groups:
-        groups["viewport"].attrib.pop("transform", None)
-    if (graph := groups.get("graph0")) is None or root.get("viewBox"):
+    if (viewport := root.find(f".//{{{SVG_NS}}}g[@id='viewport']")) is not None:
+        viewport.attrib.pop("transform", None)
+    if (graph := root.find(f".//{{{SVG_NS}}}g[@id='graph0']")) is None or root.get("viewBox"):
         return
     background = graph.find(f"{{{SVG_NS}}}polygon")
     points = background.get("points", "") if background is not None else ""
@@ -115,15 +115,15 @@ def origin(row: Allocation) -> str:
     return short_frame(row.origin or (row.stack[0] if row.stack else ""))
 
 
-def _profiled(art: Artefacts, name: str, summary: ProfileSummary) -> Profiled:
+def _profiled(name: str, summary: ProfileSummary) -> Profiled:
     """A variant's summary with its call graphs cleaned and inlined (else its icicles), its trace's shares and files."""
     points = dict(ordered(summary.points, paths.SNAPSHOTS))
-    folder, made_by = paths.PROFILE.at(name, art.root), paths.PROFILE.stage(name)
+    folder, made_by = paths.PROFILE.at(name), paths.PROFILE.stage(name)
     files = {point: call_graph_file(folder, point, snapshot) for point, snapshot in points.items()}
     graphs = {point: svg_data_uri(path, made_by) for point, path in files.items() if path}
     drawn = {p: data_uri(icicle_png(name, p, s)) for p, s in points.items() if not files[p] and icicle_rows(s)}
-    table, trace_dir = summary.trace.table, paths.PROFILE.at(name)
-    logdir, perfetto = trace_dir / summary.trace.logdir, trace_dir / summary.trace.files["perfetto"]
+    table = summary.trace.table
+    logdir, perfetto = folder / summary.trace.logdir, folder / summary.trace.files["perfetto"]
     step = table.step_us or 1.0
     return Profiled(
         name,
@@ -140,39 +140,34 @@ def _profiled(art: Artefacts, name: str, summary: ProfileSummary) -> Profiled:
     )
 
 
-def _xla(art: Artefacts) -> list[dict[str, Any]]:
+def _xla(art: Artefacts) -> Iterator[dict[str, Any]]:
     """XLA's analysis of each compiled variant, with what its arguments are and whether the profile's sizes of
     them add up to XLA's argument bytes (None: no profile to check against)."""
-    rows = []
     for v in art.variants:
         if v.train.xla is None:
             continue
         unit, summary = variants.get(v.name).call_unit, art.profiles.get(v.name)
-        keys, labels = zip(*ARGUMENTS[unit], strict=True)
-        sizes = [summary.expected_bytes.get(key) if summary else None for key in keys]
-        known = None not in sizes
-        parts = [f"{label} {size(part)}" for label, part in zip(labels, sizes, strict=True)] if known else labels
-        rows.append(
-            {
-                "name": v.name,
-                "unit": unit,
-                "xla": v.train.xla,
-                "arguments": " + ".join(parts),
-                "matches": sum(part or 0 for part in sizes) == v.train.xla.argument_bytes if known else None,
-                "note": XLA_NOTES[unit],
-            }
-        )
-    return rows
+        sizes = {label: summary.expected_bytes.get(key) if summary else None for key, label in ARGUMENTS[unit].items()}
+        known = None not in sizes.values()
+        parts = [f"{label} {size(part)}" for label, part in sizes.items()] if known else sizes
+        yield {
+            "name": v.name,
+            "unit": unit,
+            "xla": v.train.xla,
+            "arguments": " + ".join(parts),
+            "matches": sum(part or 0 for part in sizes.values()) == v.train.xla.argument_bytes if known else None,
+            "note": XLA_NOTES[unit],
+        }
 
 
 def memory_view(art: Artefacts) -> dict[str, Any]:
     """What the trace and memory sections show; without summaries, the hint how to install pprof."""
-    shown = [_profiled(art, name, summary) for name, summary in art.profiles.items()]
+    shown = [_profiled(name, summary) for name, summary in art.profiles.items()]
     snapshots = [(m, point, snapshot) for m in shown for point, snapshot in m.snapshots.items()]
     return {
         "variants": shown,
         "missing": [v.name for v in art.variants if v.name not in art.profiles],
-        "xla": _xla(art),
+        "xla": list(_xla(art)),
         "peak": max((m.summary.peak_memory for m in shown), key=lambda peak: peak.bytes, default=None),
         "pprof_available": any(m.summary.pprof.available for m in shown),
         "install_hint": shown[0].summary.pprof.install_hint if shown else INSTALL_HINT,

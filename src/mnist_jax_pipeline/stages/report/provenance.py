@@ -6,6 +6,7 @@ import logging
 import os
 import platform
 import subprocess
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -21,23 +22,19 @@ from .inputs import VariantResults
 
 log = logging.getLogger(__name__)
 
-UNKNOWN = "unknown"
-GIT_TIMEOUT_S = 10
-
 # tracked files a run itself rewrites: dvc.lock, the committed baseline, the .gitignore files DVC writes
 PIPELINE_WRITES = (
     "dvc.lock",
+    f"{paths.PROVENANCE}/.gitignore",
     *(a.path.replace("{variant}", "*") for a in paths.ARTEFACTS if a.in_git),
-    *sorted(
-        {f"{Path(a.path).parent.as_posix()}/.gitignore" for a in paths.ARTEFACTS} | {f"{paths.PROVENANCE}/.gitignore"}
-    ),
+    *(f"{Path(a.path).parent.as_posix()}/.gitignore" for a in paths.ARTEFACTS),
 )
 
 
 def git(*args: str) -> str | None:
     """Output of one git command in the current folder, or None (no git, no repository)."""
     try:
-        return subprocess.run(["git", *args], capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=True).stdout
+        return subprocess.run(["git", *args], capture_output=True, text=True, timeout=10, check=True).stdout
     except (OSError, subprocess.SubprocessError):
         return None
 
@@ -47,8 +44,8 @@ def git_state() -> dict[str, Any]:
     (dvc.lock, the committed baseline's metrics)."""
     commit = (git("rev-parse", "HEAD") or "").strip()
     changed = git("diff", "HEAD", "--name-only", "-z") if commit else None
-    if not commit or changed is None:
-        return {"commit": UNKNOWN, "modified": None}
+    if changed is None:
+        return {"commit": "unknown", "modified": None}
     own = [f for f in changed.split("\0") if f and not any(fnmatch.fnmatchcase(f, p) for p in PIPELINE_WRITES)]
     return {"commit": commit, "modified": sorted(own)}
 
@@ -87,9 +84,8 @@ class Committed(NamedTuple):
         return self.now.train.epoch_seconds_median / self.train.epoch_s - 1 if self.train.epoch_s > 0 else None
 
 
-def against_committed(results: tuple[VariantResults, ...]) -> list[Committed]:
+def against_committed(results: tuple[VariantResults, ...]) -> Iterator[Committed]:
     """Every variant that HEAD holds metrics of in a format this version reads, now and then."""
-    rows = []
     for v in results:
         files = [paths.TRAIN_HEADLINE.at(v.name).as_posix(), paths.EVAL_HEADLINE.at(v.name).as_posix()]
         train, evaluation = (git("show", f"HEAD:./{path}") for path in files)
@@ -101,5 +97,4 @@ def against_committed(results: tuple[VariantResults, ...]) -> list[Committed]:
             log.info("HEAD:%s or HEAD:%s is not in today's format: no comparison of %s", *files, v.name)
             continue
         commit = (git("log", "-1", "--format=%h", "HEAD", "--", *(f"./{path}" for path in files)) or "").strip()
-        rows.append(Committed(v, commit or "HEAD", *headlines))
-    return rows
+        yield Committed(v, commit or "HEAD", *headlines)

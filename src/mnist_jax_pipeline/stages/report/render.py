@@ -47,7 +47,7 @@ def context(art: Artefacts, params: Params, params_path: str, figures: dict[str,
     """Everything both templates show."""
     runs = {v.name: v.run for v in art.variants}
     baseline = next((v for v in art.variants if v.name == variants.BASELINE), None)
-    experiments = (art.root / paths.EXPERIMENTS_HTML).is_file()
+    experiments = Path(paths.EXPERIMENTS_HTML).is_file()
     return {
         "manifest": art.manifest,
         "stats": art.stats,
@@ -79,7 +79,7 @@ def context(art: Artefacts, params: Params, params_path: str, figures: dict[str,
         "busy_flag": busy_flag(runs),  # one sentence when any variant trained on a busy machine, else None
         "calm": calm_line(runs),
         "busy_cpu_share": BUSY_SHARE,
-        "committed": against_committed(art.variants),
+        "committed": list(against_committed(art.variants)),
         "experiments_href": href(paths.EXPERIMENTS_HTML, paths.REPORT_HTML.path) if experiments else None,
     }
 

@@ -57,9 +57,8 @@ def profile_class() -> type[message.Message]:
             added = spec.field.add(name=field, number=number, label=label, type=scalar or kinds.TYPE_MESSAGE)
             if not scalar:
                 added.type_name = f".perftools.profiles.{kind.lstrip('*')}"
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(file)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("perftools.profiles.Profile"))
+    built = descriptor_pool.DescriptorPool().AddSerializedFile(file.SerializeToString())
+    return message_factory.GetMessageClass(built.message_types_by_name["Profile"])
 
 
 def parse_profile(path: Path, made_by: str = "profile") -> Any:

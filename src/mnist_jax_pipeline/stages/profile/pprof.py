@@ -88,12 +88,11 @@ def samples(path: Path, made_by: str = "profile") -> list[Allocation]:
             expected = "expected allocations/count and space/bytes (a JAX device-memory profile)"
             raise remake(path, f"sample types are {found}, {expected}", made_by)
         count_at, bytes_at = (types.index(t) for t in SAMPLE_TYPES)
-        functions = {f.id: f for f in profile.function}
-        locations = {loc.id: loc for loc in profile.location}
+        frames = {f.id: f"{text[f.name]} {text[f.filename]}" for f in profile.function}
+        lines = {loc.id: loc.line for loc in profile.location}  # by location: its frames' lines, innermost first
         rows = []
         for sample in profile.sample:
-            lines = [(functions[line.function_id], line.line) for i in sample.location_id for line in locations[i].line]
-            stack = [f"{text[f.name]} {text[f.filename]}:{n}" for f, n in lines]
+            stack = [f"{frames[line.function_id]}:{line.line}" for i in sample.location_id for line in lines[i]]
             labels = {text[la.key]: text[la.str] if la.str else int(la.num) for la in sample.label}
             size, count = int(sample.value[bytes_at]), int(sample.value[count_at])
             rows.append(Allocation(bytes=size, count=count, labels=labels, stack=stack, origin=origin(stack)))

@@ -54,9 +54,8 @@ def profile_class() -> type[message.Message]:
         for field, number, kind in fields:
             scalar = getattr(kinds, f"TYPE_{kind.lstrip('*').upper()}", None)  # None: a message of SCHEMA
             label = kinds.LABEL_REPEATED if kind.startswith("*") else kinds.LABEL_OPTIONAL
-            added = spec.field.add(name=field, number=number, label=label, type=scalar or kinds.TYPE_MESSAGE)
-            if not scalar:
-                added.type_name = f".perftools.profiles.{kind.lstrip('*')}"
+            nested = None if scalar else f".perftools.profiles.{kind.lstrip('*')}"  # None: left unset
+            spec.field.add(name=field, number=number, label=label, type=scalar or kinds.TYPE_MESSAGE, type_name=nested)
     built = descriptor_pool.DescriptorPool().AddSerializedFile(file.SerializeToString())
     return message_factory.GetMessageClass(built.message_types_by_name["Profile"])
 

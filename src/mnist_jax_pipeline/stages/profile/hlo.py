@@ -38,14 +38,13 @@ def hlo_ops(hlo: str) -> dict[str, tuple[int, str]]:
             name, shape, op, operands, attrs = found.groups()
             array = _ARRAY.fullmatch(shape)
             dims = tuple(int(d) for d in array.group(1).split(",") if d) if array else None
-            names = [o.strip().lstrip("%") for o in operands.split(",") if o.strip().startswith("%")]
-            instructions[name] = Instruction(op, dims, names, attrs)
+            instructions[name] = Instruction(op, dims, re.findall(r"%([^\s,]+)", operands), attrs)
             members[computation].append(name)
 
     def called(ins: Instruction) -> list[str]:
         """The instructions of the computation a fusion wraps."""
-        found = re.search(r"calls=%([^\s,]+)", ins.attrs) if ins.op == "fusion" else None
-        return [n for n in members.get(found.group(1), []) if n in instructions] if found else []
+        found = re.search(r"calls=%([^\s,]+)", ins.attrs)
+        return members.get(found.group(1), []) if found else []
 
     @cache
     def flops(name: str) -> int:

@@ -15,7 +15,6 @@ from .hlo import hlo_ops
 from .trace_files import STEP_ANNOTATION, Event
 
 Thread = tuple[Any, Any]  # (pid, tid)
-Described = dict[str, tuple[int, str]]  # by HLO instruction: (FLOPs per execution, description)
 Steps = dict[int, list[int]]  # by traced step: the indices of its op events
 CONTROL_FLOW = ("while", "conditional", "call")
 TIMELINE_EVENTS = 600  # at most this many events in the stored timeline of one step
@@ -75,7 +74,7 @@ def completion_times(events: list[Event], ops: list[Event]) -> list[float]:
         waited = markers.get((WAIT_FOR_COMPLETION, _thread(op)), [])
         w = bisect.bisect_left(waited, _end(op), key=_start)
         wait_end = _end(waited[w]) if w < len(waited) and waited[w]["ts"] <= _end(op) + SYNC_SLACK_US else math.inf
-        return min(float(min(inline)) if inline else float(at), wait_end)
+        return min(float(min(inline, default=at)), wait_end)
 
     done, next_run = [0.0] * len(ops), dict[str, float]()  # by op name, the start of its next run
     for i in reversed(sorted(range(len(ops)), key=lambda i: ops[i]["ts"])):
@@ -97,13 +96,12 @@ def lane_names(events: list[Event], ops: list[Event]) -> dict[Thread, str]:
     names = {_thread(e): str(e.get("args", {}).get("name")) for e in events if e.get("name") == "thread_name"}
     lanes: dict[Thread, str] = {}
     counts: collections.Counter[str] = collections.Counter()
-    for e in sorted(ops, key=_start):
-        if _thread(e) not in lanes:
-            raw = names.get(_thread(e), f"thread {e.get('tid')}")
-            short = {"tf_XLAPjRtCpuClient": "XLA client", "tf_XLAEigen": "Eigen pool"}.get(raw.split("/")[0])
-            base = short or raw.split("/")[0]
-            counts[base] += 1
-            lanes[_thread(e)] = base if base == raw and counts[base] == 1 else f"{base} {counts[base]}"
+    for thread in dict.fromkeys(_thread(e) for e in sorted(ops, key=_start)):  # in the order of their first ops
+        raw = names.get(thread, f"thread {thread[1]}")
+        head = raw.split("/")[0]
+        base = {"tf_XLAPjRtCpuClient": "XLA client", "tf_XLAEigen": "Eigen pool"}.get(head, head)
+        counts[base] += 1
+        lanes[thread] = base if base == raw and counts[base] == 1 else f"{base} {counts[base]}"
     return lanes
 
 
@@ -139,9 +137,10 @@ def _timeline(
 
 
 def _rows(
-    names: list[str], selfs: list[float], walls: list[float], described: Described, step_us: float
+    names: list[str], selfs: list[float], walls: list[float], described: dict[str, tuple[int, str]], step_us: float
 ) -> list[OpRow]:
-    """One row per name in `names` (each op's, parallel to `selfs` and `walls`), the largest self time first."""
+    """One row per name in `names` (each op's, parallel to `selfs` and `walls`), the largest self time first;
+    `described`: hlo_ops' (FLOPs per execution, description) by instruction."""
     by_name: dict[str, list[int]] = collections.defaultdict(list)
     for i, name in enumerate(names):
         by_name[name].append(i)
@@ -182,11 +181,10 @@ def parse(events: list[Event], hlo: str | None = None) -> OpTable:
     rows = [str(e["args"].get(key, e["name"])) for e in ops]
     described = hlo_ops(hlo) if hlo else {}
     control = {name for name, (_, what) in described.items() if what.split(" ", 1)[1] in CONTROL_FLOW}
-    step_us = sum(max(done[i] for i in g) - min(float(ops[i]["ts"]) for i in g) for g in by_step.values())
-    busy = [
-        union_length([(float(ops[i]["ts"]), done[i]) for i in g if ops[i]["name"] not in control])
-        for g in by_step.values()
-    ]
+    step_us = busy_us = 0.0
+    for g in by_step.values():
+        step_us += max(done[i] for i in g) - min(float(ops[i]["ts"]) for i in g)
+        busy_us += union_length([(float(ops[i]["ts"]), done[i]) for i in g if ops[i]["name"] not in control])
     table = _rows(rows, selfs, [done[i] - float(e["ts"]) for i, e in enumerate(ops)], described, step_us)
     products = [r for r in table if r.flops]
     work, walls = sum((r.flops or 0) * r.count for r in products), sum(r.wall_us for r in products)
@@ -207,7 +205,7 @@ def parse(events: list[Event], hlo: str | None = None) -> OpTable:
         step_us=round(step_us, 3),
         annotated_us=round(sum(end - start for start, end in windows), 3),
         self_us=round(sum(selfs), 3),
-        busy_us=round(sum(busy), 3),
+        busy_us=round(busy_us, 3),
         rows=table,
         matmul=matmul if products else None,
         timeline=_timeline(ops, done, rows, by_step, matmuls, lanes),
@@ -215,9 +213,9 @@ def parse(events: list[Event], hlo: str | None = None) -> OpTable:
     )
 
 
-def format_table(table: OpTable, top: int | None = None) -> str:
+def format_table(table: OpTable, top: int) -> str:
     """The table as text, its `top` rows and one for the rest (the stage log's and the benchmark's view)."""
-    step, shown, rest = table.step_us or 1.0, table.rows[:top], table.rows[len(table.rows[:top]) :]
+    step, shown, rest = table.step_us or 1.0, table.rows[:top], table.rows[top:]
     what = f"module {table.module}" if table.module else "op by op (one row per executable)"
     lines = [
         f"{what}: {table.steps} traced step(s), {table.runs} executable run(s); traced step time {step / 1e3:.3f} ms"

@@ -54,12 +54,10 @@ def profile_class() -> type[message.Message]:
         for field, number, kind in fields:
             scalar = getattr(kinds, f"TYPE_{kind.lstrip('*').upper()}", None)  # None: a message of SCHEMA
             label = kinds.LABEL_REPEATED if kind.startswith("*") else kinds.LABEL_OPTIONAL
-            added = spec.field.add(name=field, number=number, label=label, type=scalar or kinds.TYPE_MESSAGE)
-            if not scalar:
-                added.type_name = f".perftools.profiles.{kind.lstrip('*')}"
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(file)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("perftools.profiles.Profile"))
+            nested = None if scalar else f".perftools.profiles.{kind.lstrip('*')}"  # None: left unset
+            spec.field.add(name=field, number=number, label=label, type=scalar or kinds.TYPE_MESSAGE, type_name=nested)
+    built = descriptor_pool.DescriptorPool().AddSerializedFile(file.SerializeToString())
+    return message_factory.GetMessageClass(built.message_types_by_name["Profile"])
 
 
 def parse_profile(path: Path, made_by: str = "profile") -> Any:
@@ -89,12 +87,11 @@ def samples(path: Path, made_by: str = "profile") -> list[Allocation]:
             expected = "expected allocations/count and space/bytes (a JAX device-memory profile)"
             raise remake(path, f"sample types are {found}, {expected}", made_by)
         count_at, bytes_at = (types.index(t) for t in SAMPLE_TYPES)
-        functions = {f.id: f for f in profile.function}
-        locations = {loc.id: loc for loc in profile.location}
+        frames = {f.id: f"{text[f.name]} {text[f.filename]}" for f in profile.function}
+        lines = {loc.id: loc.line for loc in profile.location}  # by location: its frames' lines, innermost first
         rows = []
         for sample in profile.sample:
-            lines = [(functions[line.function_id], line.line) for i in sample.location_id for line in locations[i].line]
-            stack = [f"{text[f.name]} {text[f.filename]}:{n}" for f, n in lines]
+            stack = [f"{frames[line.function_id]}:{line.line}" for i in sample.location_id for line in lines[i]]
             labels = {text[la.key]: text[la.str] if la.str else int(la.num) for la in sample.label}
             size, count = int(sample.value[bytes_at]), int(sample.value[count_at])
             rows.append(Allocation(bytes=size, count=count, labels=labels, stack=stack, origin=origin(stack)))

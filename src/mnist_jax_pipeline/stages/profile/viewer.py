@@ -64,4 +64,4 @@ def main(args: argparse.Namespace) -> None:
             f"{trace}: no trace; run the profile stage first: snakemake --cores all (or dvc repro"
             f" profile@{args.variant})"
         )
-    serve(trace, checked_port(str(args.port)))
+    serve(trace, checked_port(args.port))

@@ -7,7 +7,6 @@ with every name, and named in a note.
 import argparse
 import csv
 import hashlib
-import io
 import json
 import logging
 from collections.abc import Callable
@@ -90,7 +89,7 @@ def _history(rev: str | None, variant: str) -> list[training.EpochRow]:
     else:
         text = git("show", f"{rev}:{path}") or ""
     try:
-        return [training.EpochRow.model_validate(row, strict=False) for row in csv.DictReader(io.StringIO(text))]
+        return [training.EpochRow.model_validate(row, strict=False) for row in csv.DictReader(text.splitlines())]
     except ValidationError:
         return []
 

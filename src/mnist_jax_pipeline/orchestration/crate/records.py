@@ -7,8 +7,6 @@ from itertools import groupby
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from pydantic import ValidationError
-
 from ...artefacts.provenance import Hashes, Record
 from ...config import sweeps
 from ...config.params import load
@@ -72,7 +70,7 @@ def read(path: Path, hashes: Hashes) -> RecordedJob | str:
     be so, or a file it names now missing or changed."""
     try:
         record = Record.model_validate_json(path.read_bytes())
-    except (OSError, ValueError, ValidationError):
+    except (OSError, ValueError):  # pydantic's ValidationError is a ValueError
         return f"{path}: not a provenance record (unreadable or damaged); re-run the stage that wrote it"
     name, _, variant = record.stage.partition("@")
     stage = next((stage for stage in stage_table.STAGES if stage.name == name), None)
@@ -93,9 +91,8 @@ def _stale_point(folder: Path, jobs: list[RecordedJob]) -> str | None:
     parameters or another variant now); None when they are."""
     if isinstance(now := point_params(folder), str):
         return f"{folder} left out: {now}"
-    recorder = Recorder(now)
     for job in jobs:
-        if job.variant not in now.variants or job.record.params != recorder.made_from(job):
+        if job.variant not in now.variants or job.record.params != Recorder(now).made_from(job):
             return (
                 f"{folder} left out: {sweeps.FOLDER / folder.parent.name}.yaml now gives '{job.name}' other parameters;"
                 " re-run the sweep (snakemake --cores all sweeps)"

@@ -117,9 +117,8 @@ def validate(metadata: dict[str, Any], crate_root: Path, path: Path) -> None:
         )
     required = sorted({_line(issue) for issue in issues if issue.severity == Severity.REQUIRED})
     required += untruths(metadata, crate_root)
-    found = Counter(i.check.name for i in issues if i.severity == Severity.RECOMMENDED)
-    ranked = sorted(found.items(), key=lambda item: (-item[1], item[0]))  # most first, then by name: the same each run
-    kinds = ", ".join(f"{count} x {kind}" for kind, count in ranked)
+    found = Counter(sorted(i.check.name for i in issues if i.severity == Severity.RECOMMENDED))
+    kinds = ", ".join(f"{count} x {kind}" for kind, count in found.most_common())  # most first, ties by name
     for line in required:
         print(f"REQUIRED: {line}")
     print(

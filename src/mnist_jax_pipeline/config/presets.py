@@ -40,11 +40,10 @@ def changes(before: Any, after: Any, key: Key = ()) -> dict[Key, tuple[Any, Any]
     compared key by key, any other value whole); 1, 1.0 and true differ, as they do to the stages."""
     if isinstance(after, dict) and (isinstance(before, dict) or before is ABSENT):
         old = before if isinstance(before, dict) else {}
-        return {
-            path: pair
-            for name, value in after.items()
-            for path, pair in changes(old.get(name, ABSENT), value, (*key, str(name))).items()
-        }
+        found: dict[Key, tuple[Any, Any]] = {}
+        for name, value in after.items():
+            found |= changes(old.get(name, ABSENT), value, (*key, str(name)))
+        return found
     same = before is not ABSENT and json.dumps(before, default=repr) == json.dumps(after, default=repr)
     return {} if same else {key: (before, after)}
 

@@ -10,7 +10,7 @@ import io
 import json
 import math
 import os
-import stat
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -93,6 +93,6 @@ def main(args: argparse.Namespace) -> None:
         raise PipelineError(f"{args.params}: read-only; make it writable (chmod u+w {args.params}) to apply a preset")
     with atomic.atomic_file(target) as tmp:
         tmp.write_text(result, encoding="utf-8")
-        tmp.chmod(stat.S_IMODE(target.stat().st_mode))
+        shutil.copymode(target, tmp)
     for key, (old, new) in found.items():
         print(f"{'.'.join(key)}: {show(old)} -> {show(new)}")

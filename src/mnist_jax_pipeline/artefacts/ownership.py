@@ -21,9 +21,7 @@ def _tracked(path: Path) -> bool:
     """Whether git tracks `path`, or a file inside it."""
     where = path if path.is_dir() else path.parent
     with contextlib.suppress(OSError):
-        done = subprocess.run(
-            ["git", "-C", str(where), "ls-files", "-z", "--", str(path.resolve())], capture_output=True
-        )
+        done = subprocess.run(["git", "-C", str(where), "ls-files", "--", str(path.resolve())], capture_output=True)
         return done.returncode == 0 and bool(done.stdout)
     return False
 

@@ -10,7 +10,7 @@ import io
 import json
 import math
 import os
-import stat
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -40,11 +40,10 @@ def changes(before: Any, after: Any, key: Key = ()) -> dict[Key, tuple[Any, Any]
     compared key by key, any other value whole); 1, 1.0 and true differ, as they do to the stages."""
     if isinstance(after, dict) and (isinstance(before, dict) or before is ABSENT):
         old = before if isinstance(before, dict) else {}
-        return {
-            path: pair
-            for name, value in after.items()
-            for path, pair in changes(old.get(name, ABSENT), value, (*key, str(name))).items()
-        }
+        found: dict[Key, tuple[Any, Any]] = {}
+        for name, value in after.items():
+            found |= changes(old.get(name, ABSENT), value, (*key, str(name)))
+        return found
     same = before is not ABSENT and json.dumps(before, default=repr) == json.dumps(after, default=repr)
     return {} if same else {key: (before, after)}
 
@@ -94,6 +93,6 @@ def main(args: argparse.Namespace) -> None:
         raise PipelineError(f"{args.params}: read-only; make it writable (chmod u+w {args.params}) to apply a preset")
     with atomic.atomic_file(target) as tmp:
         tmp.write_text(result, encoding="utf-8")
-        tmp.chmod(stat.S_IMODE(target.stat().st_mode))
+        shutil.copymode(target, tmp)
     for key, (old, new) in found.items():
         print(f"{'.'.join(key)}: {show(old)} -> {show(new)}")

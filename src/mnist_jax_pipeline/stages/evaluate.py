@@ -28,10 +28,8 @@ def per_class(matrix: np.ndarray) -> dict[str, ClassScores]:
     true_pos, predicted, actual = np.diag(matrix).astype(np.float64), matrix.sum(axis=0), matrix.sum(axis=1)
     precision = np.divide(true_pos, predicted, out=np.zeros_like(true_pos), where=predicted > 0)
     recall = np.divide(true_pos, actual, out=np.zeros_like(true_pos), where=actual > 0)
-    return {
-        str(c): ClassScores(precision=round(float(precision[c]), 6), recall=round(float(recall[c]), 6))
-        for c in range(len(true_pos))
-    }
+    scores = zip(precision.tolist(), recall.tolist(), strict=True)
+    return {str(c): ClassScores(precision=round(p, 6), recall=round(r, 6)) for c, (p, r) in enumerate(scores)}
 
 
 def evaluate(variant: str, processed_dir: str, root: str = ".") -> EvalMetrics:

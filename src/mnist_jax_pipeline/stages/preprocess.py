@@ -94,11 +94,8 @@ def pixel_moments(images: np.ndarray) -> tuple[float, float]:
     return mean, float(np.sqrt(counts @ (values - mean) ** 2 / counts.sum()))
 
 
-def _split_stats(
-    images: np.ndarray, labels: np.ndarray, config: PreprocessConfig, mean: float, std: float
-) -> SplitStats:
-    """Counts, class balance, and the statistics of the pixels `transform` makes, from the uint8 source."""
-    scale, offset = {"unit": (1 / 255, 0.0), "standardize": (1 / std, -mean / std)}.get(config.normalize, (1.0, 0.0))
+def _split_stats(images: np.ndarray, labels: np.ndarray, scale: float, offset: float) -> SplitStats:
+    """Counts, class balance, and the statistics of the pixels `transform` makes (`scale` * uint8 + `offset`)."""
     histogram = np.bincount(labels, minlength=NUM_CLASSES)
     total = max(int(histogram.sum()), 1)
     pixels = None
@@ -129,18 +126,16 @@ def preprocess(config: PreprocessConfig, raw_dir: str | Path, out_dir: str | Pat
         )
     mean, std = pixel_moments(train_images[train_idx]) if config.normalize == "standardize" else (0.0, 1.0)
     std = std or 1.0
+    scale, offset = {"unit": (1 / 255, 0.0), "standardize": (1 / std, -mean / std)}.get(config.normalize, (1.0, 0.0))
     parts = {
         "train": (train_images[train_idx], train_labels[train_idx]),
         "val": (train_images[val_idx], train_labels[val_idx]),
         "test": (test_images, test_labels),
     }
-    splits: dict[str, SplitStats] = {}
     with atomic.atomic_dir(out_dir) as tmp:
-        for split in paths.SPLITS:
-            images, labels = parts[split]
+        for split, (images, labels) in parts.items():
             storage.save_array(tmp / f"{split}_images.npy", transform(images, config, mean, std))
             storage.save_array(tmp / f"{split}_labels.npy", labels.astype(np.int32))
-            splits[split] = _split_stats(images, labels, config, mean, std)
         stats = Stats(
             dataset=manifest.dataset,
             format=FORMAT,
@@ -148,7 +143,7 @@ def preprocess(config: PreprocessConfig, raw_dir: str | Path, out_dir: str | Pat
             normalize_mean=mean,
             normalize_std=std,
             image_shape=[784] if config.flatten else [28, 28],
-            splits=splits,
+            splits={split: _split_stats(*part, scale, offset) for split, part in parts.items()},
         )
         storage.write_model(tmp / "stats.json", stats)
     return stats

@@ -108,7 +108,7 @@ def _prepare_with_tfds(dataset: str, data_dir: Path, manual_dir: Path | None) ->
         with prints_to_details():
             builder.download_and_prepare(download_config=config)
     except Exception as err:  # TFDS raises many types; keep its word, one line
-        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        first_line = (str(err).strip() or type(err).__name__).splitlines()[0]
         raise PipelineError(f"TFDS could not prepare {dataset}: {first_line}") from err
     return builder
 

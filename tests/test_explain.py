@@ -113,6 +113,10 @@ def test_a_path_under_a_sweep_there_is_no_file_for_is_not_an_output(tmp_path: Pa
         "error: sweeps/nope/base/models/jit.safetensors: not an output of any stage;"
         " no sweep file sweeps/nope.yaml gives it"
     ]
+    (tmp_path / "sweeps").mkdir()
+    (tmp_path / "sweeps/lr.sweep.yaml").write_text("grid: {train.step_size: [0.1]}\n")  # a name with a dot in it
+    lines = explained(tmp_path, "sweeps/lr.sweep/base/models/jit.safetensors", capsys, monkeypatch)
+    assert line(lines, "made by").endswith(": no sweeps/lr.sweep/base/params.yaml)")
 
 
 def test_digests_are_shortened() -> None:

@@ -55,15 +55,15 @@ def queue(args: argparse.Namespace) -> None:
     taken = {name: f"already {state}" for name, state in _in_queue().items()}
     # without the list, every point would be queued again
     taken |= {name: "already an experiment of this commit" for name in dvc("exp", "list", "--name-only").split()}
-    made = sum(f"{sweep.name}-{point.name}" in taken for point in sweep.points)
+    names = [f"{sweep.name}-{point.name}" for point in sweep.points]
+    made = sum(name in taken for name in names)
     if made and _run("git", "diff", "--quiet", "HEAD", "--", str(args.params)).returncode == 1:
         raise PipelineError(
             f"{args.params}: changed since the last commit, and {made} point(s) were made or queued before;"
             f" commit it first (git commit {args.params}), then run sweep-queue again"
         )
     queued = 0
-    for point, command in zip(sweep.points, dvc_commands(sweep), strict=True):
-        name = f"{sweep.name}-{point.name}"
+    for name, command in zip(names, dvc_commands(sweep), strict=True):
         if name in taken:
             print(f"{name}: {taken[name]}; not queued again", file=sys.stderr)
             continue

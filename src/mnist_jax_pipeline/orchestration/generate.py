@@ -119,9 +119,8 @@ def _files(artefact: paths.Artefact, consumer: Stage, prefix: str = "") -> list[
     """How a rule names an artefact: the files inside a folder, and a per-variant artefact that a stage
     that is not per variant reads as one expand()."""
     names = [prefix + name for name in (artefact.inside(*artefact.files) if artefact.files else [artefact.path])]
-    if artefact.per_variant and not consumer.per_variant:
-        return [f'expand("{name}", variant=VARIANT_LIST)' for name in names]
-    return [f'"{name}"' for name in names]
+    wrap = 'expand("{}", variant=VARIANT_LIST)' if artefact.per_variant and not consumer.per_variant else '"{}"'
+    return [wrap.format(name) for name in names]
 
 
 def _block(key: str, items: list[str]) -> list[str]:

@@ -35,9 +35,8 @@ def point_params(folder: Path, params_path: str | Path = paths.PARAMS) -> Params
         sweep = sweeps.load(file, params_path)
     except PipelineError as err:
         return str(err)
-    if (point := next((p for p in sweep.points if sweep.folder(p) == folder), None)) is None:
-        return f"{file} does not list the point '{folder.name}'; {fix}"
-    return point.validated
+    unlisted = f"{file} does not list the point '{folder.name}'; {fix}"
+    return next((point.validated for point in sweep.points if sweep.folder(point) == folder), unlisted)
 
 
 def check_points(name: str, params_path: str) -> tuple[sweeps.Sweep, Hashes]:

@@ -58,7 +58,7 @@ class Sweep(NamedTuple):
     def read_by_point(self, point: Point) -> dict[str, Any]:
         """The sections of the point's params that its stages read: a change to them re-runs it."""
         params = self.params(point)
-        return {section: params[section] for section in POINT_SECTIONS if section in params}
+        return {section: params[section] for section in POINT_SECTIONS}
 
     def folder(self, point: Point | None = None) -> Path:
         return FOLDER / self.name / (point.name if point else "")

@@ -6,13 +6,14 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import psutil
 
 from ..foundation.errors import PipelineError
 from ..foundation.stops import held
+from .ownership import not_ours
 
 TMP_PREFIX = ".tmp-"
 _OPEN: set[Path] = set()  # this process's temporary outputs not yet in place
@@ -24,14 +25,11 @@ def claim(*outputs: str | Path, probe: bool = True, option: str = "", command: s
     with `command`, a path must also be the command's own (ownership.py; `owned`: its signature), and
     `option` names the option that gave it."""
     for output in map(Path, outputs):
-        if command:
-            from .ownership import not_ours
-
-            if why := not_ours(output, command, **owned):
-                raise PipelineError(
-                    f"{option} {output}: {why}; `mnist-pipeline {command}` writes only a new path or one it made"
-                    f" itself: {'choose another path' if option else 'move it away'}".lstrip()
-                )
+        if command and (why := not_ours(output, command, **owned)):
+            raise PipelineError(
+                f"{option} {output}: {why}; `mnist-pipeline {command}` writes only a new path or one it made"
+                f" itself: {'choose another path' if option else 'move it away'}".lstrip()
+            )
         folder = output.parent
         while not folder.is_dir():
             if folder.exists() or folder.is_symlink():
@@ -58,6 +56,13 @@ def _remove(tmp: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
     else:
         tmp.unlink(missing_ok=True)
+
+
+def _abandon(tmps: Iterable[Path]) -> None:
+    """Remove temporary outputs that will not be put in place."""
+    for tmp in tmps:
+        _remove(tmp)
+        _OPEN.discard(tmp)
 
 
 def sweep(path: Path) -> None:
@@ -107,9 +112,7 @@ def _put(pending: list[tuple[Path, Path]]) -> None:
                     _remove(put)
                     if was is not None:
                         os.replace(was, put)
-            for tmp, _ in pending:
-                _remove(tmp)
-                _OPEN.discard(tmp)
+            _abandon(tmp for tmp, _ in pending)
             if isinstance(err, OSError):
                 raise _cannot_write(path, err) from err
             raise
@@ -141,8 +144,7 @@ def _atomic(path: Path, folder: bool) -> Iterator[Path]:
     try:
         yield tmp
     except BaseException as err:
-        _remove(tmp)
-        _OPEN.discard(tmp)
+        _abandon([tmp])
         if isinstance(err, OSError):
             raise _cannot_write(path, err) from err
         raise
@@ -168,13 +170,11 @@ def together() -> Iterator[None]:
     _PENDING = pending
     try:
         yield
-    except BaseException as err:
-        if isinstance(err, BrokenPipeError):  # standard output's reader went (`| head`): what it wrote stands
-            _put(pending)
-            pending.clear()
-        for tmp, _ in pending:
-            _remove(tmp)
-            _OPEN.discard(tmp)
+    except BrokenPipeError:  # standard output's reader went (`| head`): what it wrote stands
+        _put(pending)
+        raise
+    except BaseException:
+        _abandon(tmp for tmp, _ in pending)
         raise
     finally:
         _PENDING = None

@@ -58,7 +58,7 @@ class Sweep(NamedTuple):
     def read_by_point(self, point: Point) -> dict[str, Any]:
         """The sections of the point's params that its stages read: a change to them re-runs it."""
         params = self.params(point)
-        return {section: params[section] for section in POINT_SECTIONS if section in params}
+        return {section: params[section] for section in POINT_SECTIONS}
 
     def folder(self, point: Point | None = None) -> Path:
         return FOLDER / self.name / (point.name if point else "")
@@ -147,7 +147,7 @@ def load(path: str | Path, params_path: str | Path = paths.PARAMS) -> Sweep:
     validate(base, str(params_path))
     grid = [dict(zip(spec.grid, values, strict=True)) for values in itertools.product(*spec.grid.values())]
     points: list[Point] = []
-    named: dict[str, str] = {}  # each point's parameters, as JSON: its name
+    seen: dict[str, str] = {}  # each point's parameters, as JSON: its name
     for changes in [*(grid if spec.grid else []), *spec.points]:
         for key, value in changes.items():
             if "." not in key and isinstance(value, dict):
@@ -166,8 +166,8 @@ def load(path: str | Path, params_path: str | Path = paths.PARAMS) -> Sweep:
         values = validated.to_dict()
         canonical = {key: functools.reduce(operator.getitem, key.split("."), values) for key in sorted(changes)}
         points.append(Point(point_name(canonical), canonical, validated))
-        same = named.setdefault(json.dumps(values, sort_keys=True), points[-1].name)
-        if len(named) < len(points):
+        same = seen.setdefault(json.dumps(values, sort_keys=True), points[-1].name)
+        if len(seen) < len(points):
             raise PipelineError(f"{path}: points '{same}' and '{points[-1].name}' give the same parameters; list one")
     if not points:
         raise PipelineError(f"{path}: no point; give a grid or points")

@@ -51,8 +51,7 @@ class Checker(Recorder):
                 else:
                     found.append(f"{name}: not written by '{job.name}'")
             for section, value in self.made_from(job).items():
-                differs = _first_difference(record.params.get(section), value, section)
-                if differs:
+                if differs := _first_difference(record.params.get(section), value, section):
                     found.append(f"{first}: made with {differs.replace(' now', ' in ' + self.params_path)}")
             found += _changed(first, "by other code", self.code(job.stage), record.code)
             found += _changed(first, "from other inputs", self.inputs(job), record.inputs)

@@ -77,7 +77,7 @@ def code_files(stage: stage_table.Stage, root: Path) -> list[Path]:
     found: set[Path] = set()
     for name in f"{stage_table.CORE} {stage.code}".split():
         found.update(files_under(root / name))
-        found.update(root / parent / "__init__.py" for parent in [*Path(name).parents])
+        found.update(root / parent / "__init__.py" for parent in Path(name).parents)
     return sorted(found)
 
 

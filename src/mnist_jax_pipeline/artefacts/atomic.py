@@ -13,7 +13,6 @@ import psutil
 
 from ..foundation.errors import PipelineError
 from ..foundation.stops import held
-from .ownership import not_ours
 
 TMP_PREFIX = ".tmp-"
 _OPEN: set[Path] = set()  # this process's temporary outputs not yet in place
@@ -25,11 +24,14 @@ def claim(*outputs: str | Path, probe: bool = True, option: str = "", command: s
     with `command`, a path must also be the command's own (ownership.py; `owned`: its signature), and
     `option` names the option that gave it."""
     for output in map(Path, outputs):
-        if command and (why := not_ours(output, command, **owned)):
-            raise PipelineError(
-                f"{option} {output}: {why}; `mnist-pipeline {command}` writes only a new path or one it made"
-                f" itself: {'choose another path' if option else 'move it away'}".lstrip()
-            )
+        if command:
+            from .ownership import not_ours  # git and the signatures: loaded only by a command that takes a path
+
+            if why := not_ours(output, command, **owned):
+                raise PipelineError(
+                    f"{option} {output}: {why}; `mnist-pipeline {command}` writes only a new path or one it made"
+                    f" itself: {'choose another path' if option else 'move it away'}".lstrip()
+                )
         folder = output.parent
         while not folder.is_dir():
             if folder.exists() or folder.is_symlink():

@@ -16,7 +16,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ..foundation import paths, variants
 from ..foundation.dataset_facts import IMAGE_PIXELS, NUM_CLASSES, SPLIT_SIZES
 from ..foundation.errors import PipelineError, clip, read_text
-from .refusals import describe
 
 INT32_MAX = 2**31 - 1  # optax counts steps, and the scan loop epochs, in int32
 MAX_PARAMETERS = 100_000_000  # 400 MB of float32 weights, before gradients and optimizer state
@@ -159,6 +158,8 @@ def validate(raw: Any, source: str = paths.PARAMS) -> Params:
         return Params.model_validate(raw)
     except ValidationError as err:
         # the most specific error: a bad item before the list's length it caused, a present key before a missing one
+        from .refusals import describe  # loaded only for a refusal
+
         first = min(err.errors(), key=lambda e: (e["type"] == "missing", e["type"] == "too_short", len(e["loc"])))
         raise PipelineError(f"{source}: {describe(first, Params)}") from err
 

@@ -54,8 +54,8 @@ def configure(label: str, verbose: bool = False) -> None:
     fmt = logging.Formatter(f"%(asctime)s %(levelname)s {label.replace('%', '%%')} %(message)s", "%H:%M:%S")
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     with contextlib.suppress(PipelineError):  # a bad setting is refused as the command starts (run.stage)
-        path = log_file()
-        handlers += [logging.FileHandler(path, mode="a", encoding="utf-8", delay=True)] if path else []
+        if path := log_file():
+            handlers.append(logging.FileHandler(path, encoding="utf-8", delay=True))
     logging.getLogger().setLevel(logging.DEBUG if verbose else logging.INFO)
     _install(logging.getLogger(), handlers, fmt)
     details.propagate = len(handlers) == 1

@@ -43,11 +43,10 @@ def cpu_model() -> str:
     family, model and the wide vector units XLA's kernels use."""
     fields: dict[str, str] = {}
     with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
-            key, _, value = line.partition(":")
-            if not key.strip():
-                break  # the first processor's block is enough
-            fields.setdefault(key.strip(), value.strip())
+        # the first processor's block is enough
+        block = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").split("\n\n")[0]
+        pairs = (line.partition(":") for line in block.splitlines())
+        fields = {key.strip(): value.strip() for key, _, value in pairs}
     if "model name" not in fields:
         return platform.processor() or platform.machine()
     flags = set(fields.get("flags", "").split())
@@ -83,10 +82,6 @@ def peak_rss_bytes() -> int:
 
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(peak if platform.system() == "Darwin" else peak * 1024)
-
-
-def _load() -> float | None:
-    return round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
 
 
 @dataclass
@@ -145,7 +140,7 @@ def timing_lock(job: str) -> Iterator[Conditions]:
     """Hold the machine's timing lock while the block runs, and observe the machine meanwhile. A wait over a second
     is said in one line naming the holder; after MNIST_PIPELINE_LOCK_TIMEOUT seconds the block runs without it."""
     setting = os.environ.get(LOCK_ENV) or str(DEFAULT_LOCK)
-    started, load = time.perf_counter(), _load()
+    started, load = time.perf_counter(), round(os.getloadavg()[0], 2)
     lock: filelock.FileLock | None = None
     state, path = "off", Path(setting)
     if setting != "off":
@@ -175,6 +170,7 @@ def timing_lock(job: str) -> Iterator[Conditions]:
     try:
         yield conditions
     finally:
-        conditions.other_cpu_share, conditions.loadavg_1m_at_end = _other_cpu_share(cpu), _load()
+        conditions.other_cpu_share = _other_cpu_share(cpu)
+        conditions.loadavg_1m_at_end = round(os.getloadavg()[0], 2)
         if lock is not None and lock.is_locked:
             lock.release()

@@ -69,10 +69,8 @@ class EpochProgress:
             return
         self._unfollow()
         self.bar.n = self.total
-        self.bar.set_postfix_str(
-            f"{seconds:.3f} s, {self.total / seconds:,.0f} steps/s, loss {loss:.4f}, test {100 * test_acc:.2f}%",
-            refresh=False,
-        )
+        summary = f"{seconds:.3f} s, {self.total / seconds:,.0f} steps/s, loss {loss:.4f}, test {100 * test_acc:.2f}%"
+        self.bar.set_postfix_str(summary, refresh=False)
         self.close()
 
     def close(self) -> None:

@@ -139,12 +139,11 @@ def commit_current(checker: Checker, jobs: list[Job], ran: set[str], succeeded: 
     never names an output made from other inputs; after a run that succeeded, the others are named in one
     line. None, or why the commit failed."""
     problems = {job.name: checker.problems(job) for job in jobs if job.name in ran}
-    current = [name for name, found in problems.items() if not found]
-    left = [(name, found[0]) for name, found in problems.items() if found]
+    left = [name for name, found in problems.items() if found]
     if left and succeeded:  # after a failed run, the failure says why
-        others = f" (and {', '.join(name for name, _ in left[1:])})" if left[1:] else ""
-        print(f"dvc.lock: {left[0][0]} not recorded, not current: {left[0][1]}{others}", file=sys.stderr)
-    if failed := commit(current):
+        others = f" (and {', '.join(left[1:])})" if left[1:] else ""
+        print(f"dvc.lock: {left[0]} not recorded, not current: {problems[left[0]][0]}{others}", file=sys.stderr)
+    if failed := commit([name for name, found in problems.items() if not found]):
         return f"the jobs succeeded, but {failed}" if succeeded else failed
     if not left and {job.name for job in jobs} <= ran:
         remember(jobs)

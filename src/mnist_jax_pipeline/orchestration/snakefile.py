@@ -83,12 +83,11 @@ def mark_one(path: Path, reasons: list[str] | None, outputs: list[Path]) -> None
             path.write_text("current\n", encoding="utf-8")
         os.utime(path, (0, 0))
         return
-    newest = max((p.stat().st_mtime for p in outputs if p.exists()), default=0.0)
+    times = [p.stat().st_mtime for p in outputs if p.exists()]
     # New content each time (Snakemake takes an input it saw at the job's last run as unchanged), but the same
     # for a job with no output yet: then it runs anyway, and every fresh checkout's cache key is the same.
-    fresh = not any(p.exists() for p in outputs)
-    path.write_text("\n".join(["missing"] if fresh else [*reasons, str(time.time_ns())]) + "\n", encoding="utf-8")
-    moment = max(time.time(), newest + 1)
+    path.write_text("\n".join([*reasons, str(time.time_ns())] if times else ["missing"]) + "\n", encoding="utf-8")
+    moment = max(time.time(), max(times, default=0.0) + 1)
     os.utime(path, (moment, moment))
 
 
@@ -104,9 +103,8 @@ def declared(job: Job, variants: tuple[str, ...]) -> list[str]:
     found: list[Path] = []
     for artefact in job.stage.artefacts:
         base = artefact.at(job.variant, job.root)
-        found += artefact.files_at(job.variant or "", job.root) if artefact.files else [base]
-        found += [base / name.format(variant=v) for name in artefact.variant_files for v in variants]
-        found += [base / name for name in artefact.folders]
+        names = [*artefact.file_names(variants), *artefact.folders]
+        found += [base / name.format(variant=job.variant) for name in names] if names else [base]
     return [p.as_posix() for p in [*found, job.record_path]]
 
 
@@ -134,20 +132,20 @@ class Pipeline:
         self.point_lock = "" if workflow.cores == 1 else "MNIST_PIPELINE_LOCK=off "
         os.environ[run.ORCHESTRATOR] = run.identity(os.getpid())  # its jobs stop once it is gone
         if workflow.is_main_process:  # Snakemake writes its folder, in a dry run too (its I/O cache)
-            self.refuse([Path(".snakemake/iocache/latest.pkl")], probe=True)
+            self.refuse([".snakemake/iocache/latest.pkl"], probe=True)
         self.stale = self.checker.stale(self.jobs)
         mark(self.jobs, self.stale)
         if workflow.output_settings.verbose:
             for job, reasons in self.stale.items():
                 if job.record_path.exists():  # a job never run needs no explanation
                     print(f"{job.name}: not current: {reasons[0]}", file=sys.stderr)
-        self.refuse([Path(p) for job in self.jobs for p in declared(job, self.variants)], probe=False)
+        self.refuse([p for job in self.jobs for p in declared(job, self.variants)], probe=False)
         for message in self.sweep_errors:
             print(f"warning: {message} (the sweeps target fails until it is fixed)", file=sys.stderr)
         self.mark_sweeps()
 
     @staticmethod
-    def refuse(outputs: list[Path], probe: bool) -> None:
+    def refuse(outputs: list[str], probe: bool) -> None:
         """Stop the run with one line, before any job, where an output could not be written."""
         try:
             atomic.claim(*outputs, Path("logs/check.log"), probe=probe)
@@ -190,9 +188,8 @@ class Pipeline:
     def cache_key(self, name: str) -> dict[str, Any]:
         """The parameter values and code digests a cached stage's outputs are made from: with its inputs, the
         key of Snakemake's between-workflow cache."""
-        stage = stage_table.get(name)
-        values = self.params.to_dict()
-        return {"values": {section: values[section] for section in stage.params}, "code": self.checker.code(stage)}
+        job = Job(stage_table.get(name))  # the cached stages are not per variant
+        return {"values": self.checker.made_from(job), "code": self.checker.code(job.stage)}
 
     def targets(self, wildcards: object) -> list[str]:
         """Rule all's inputs: every output of every job. Read while Snakemake builds the DAG of a run, when a
@@ -225,10 +222,9 @@ class Pipeline:
         """Before the first job: a stop asked for meanwhile, outputs that could not be written, DVC's lock."""
         stopper.stopped_before_start()
         force = self.workflow.dag_settings  # known once the DAG is built, not yet while the Snakefile is read
-        forced = force is None or force.forceall or force.forcerun or force.forcetargets
-        os.environ[run.CUTOFF] = "" if forced else "1"  # Snakemake plans before any job runs: the jobs cut it short
-        jobs = self.workflow.dag.needrun_jobs()
-        self.refuse([Path(p) for job in jobs for p in [*job.output, *job.log]], probe=True)
+        # Snakemake plans before any job runs: a job current by content ends at once, unless the run forces jobs
+        os.environ[run.CUTOFF] = "" if force.forceall or force.forcerun or force.forcetargets else "1"
+        self.refuse([p for job in self.workflow.dag.needrun_jobs() for p in [*job.output, *job.log]], probe=True)
         self.lock.hold()
 
     def finish(self, succeeded: bool) -> None:

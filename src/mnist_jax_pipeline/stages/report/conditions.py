@@ -25,12 +25,6 @@ def _on_cores(count: int | None) -> str:
     return f" on {count} core{'s' if count != 1 else ''}" if count else ""
 
 
-def _load(run: RunInfo) -> str | None:
-    """'1-minute load 5.0 → 4.2 on 2 cores', or None where the platform gave no load."""
-    values = [f"{value:.1f}" for value in (run.loadavg_1m_at_start, run.loadavg_1m_at_end) if value is not None]
-    return f"1-minute load {' → '.join(values)}{_on_cores(run.host_cpu_count)}" if values else None
-
-
 def _others_share(run: RunInfo) -> float | None:
     """The share of the CPU other processes used, where it made the machine busy."""
     return run.other_cpu_share if (run.other_cpu_share or 0.0) > BUSY_SHARE else None
@@ -47,7 +41,9 @@ def observed(variant: str, run: RunInfo) -> str:
     text = f"{cpu} while {job} ran" if cpu else f"{job} {lock or 'recorded a busy machine'}"
     if lock and cpu:
         text = f"{job} {lock} while {cpu}"
-    details = [detail for detail in (f"{LOCK_ENV}=off" if run.timing_lock == "off" else None, _load(run)) if detail]
+    details = [f"{LOCK_ENV}=off"] if run.timing_lock == "off" else []
+    if loads := [f"{value:.1f}" for value in (run.loadavg_1m_at_start, run.loadavg_1m_at_end) if value is not None]:
+        details.append(f"1-minute load {' → '.join(loads)}{_on_cores(run.host_cpu_count)}")
     return f"{text} ({'; '.join(details)})" if details else text
 
 

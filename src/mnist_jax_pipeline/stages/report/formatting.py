@@ -114,7 +114,7 @@ def plain(value: float) -> str:
     rounded = float(f"{value:.6g}")
     if abs(rounded) >= 1:
         return f"{rounded:,.6g}" if abs(rounded) < 1e6 else f"{rounded:,.0f}"
-    decimals = max(0, 5 - math.floor(math.log10(abs(rounded))))
+    decimals = 5 - math.floor(math.log10(abs(rounded)))
     return f"{rounded:.{decimals}f}".rstrip("0").rstrip(".")
 
 

@@ -23,9 +23,8 @@ def _ladder(lo: float, hi: float, mantissas: tuple[int, ...]) -> list[float]:
 
 
 def _roundness(tick: float) -> int:
-    """0 for a power of ten, 1 for 5, 2 for 2 (times a power of ten), 3 for any other digit."""
-    digit = round(tick / 10.0 ** math.floor(math.log10(tick) + 1e-9))
-    return {1: 0, 5: 1, 2: 2}.get(digit, 3)
+    """0 for a power of ten, 1 for 5, 2 for 2 (times a power of ten), 3 for any other leading digit."""
+    return {"1": 0, "5": 1, "2": 2}.get(f"{tick:e}"[0], 3)
 
 
 def _thin(ticks: list[float], gap: float) -> list[float]:

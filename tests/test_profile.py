@@ -25,6 +25,8 @@ from mnist_jax_pipeline.foundation.errors import PipelineError
 from mnist_jax_pipeline.mlp import loops
 from mnist_jax_pipeline.mlp.loops.base import loop_inputs
 from mnist_jax_pipeline.mlp.model import init_params
+from mnist_jax_pipeline.orchestration import snakefile, stage_table
+from mnist_jax_pipeline.orchestration.jobs import Job
 from mnist_jax_pipeline.stages.profile import op_table, pprof, trace_files
 from mnist_jax_pipeline.stages.profile.stage import POINTS, profile
 from mnist_jax_pipeline.stages.train import initial_state
@@ -247,7 +249,8 @@ def test_trace_files_have_fixed_names_and_open(run: dict[str, Any]) -> None:
     assert {role: out / path for role, path in trace.files.items()} == {
         role: session / name for role, name in paths.TRACE_FILES.items()
     }
-    declared = paths.PROFILE.files_at("jit", run["base"])  # what Snakemake declares
+    job = Job(stage_table.get("profile"), "jit", run["base"])
+    declared = [Path(name) for name in snakefile.declared(job, ("jit",))[:-1]]  # Snakemake declares, less the record
     assert [p.relative_to(out).as_posix() for p in declared] == [f"{point}.prof" for point in POINTS] + [
         "summary.json"
     ] + [f"trace/plugins/profile/jit/{name}" for name in paths.TRACE_FILES.values()]

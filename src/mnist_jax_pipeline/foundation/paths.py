@@ -32,10 +32,6 @@ class Artefact(NamedTuple):
     def inside(self, *names: str) -> list[str]:
         return [f"{self.path}/{name}" for name in names]
 
-    def files_at(self, variant: str, root: str | Path = ".") -> list[Path]:
-        """The files of one variant's folder."""
-        return [self.at(variant, root) / name.format(variant=variant) for name in self.files]
-
     def file_names(self, variants: tuple[str, ...]) -> list[str]:
         """The files of a folder, those named per variant included."""
         return list(self.files) + [name.format(variant=v) for name in self.variant_files for v in variants]

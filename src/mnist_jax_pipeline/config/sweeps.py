@@ -21,7 +21,6 @@ from ..foundation import paths
 from ..foundation.errors import PipelineError, clip
 from .params import Params, VariantName, read_yaml, validate
 
-FOLDER = Path("sweeps")
 SWEPT_SECTIONS = ("model", "train")  # download and preprocess stay shared by every point
 POINT_SECTIONS = ("data", "preprocess", *SWEPT_SECTIONS, "variants")  # what a point's train and evaluate read
 MAX_POINTS = 1_000  # each point is a folder and two jobs, which Snakemake plans before it runs one
@@ -61,7 +60,7 @@ class Sweep(NamedTuple):
         return {section: params[section] for section in POINT_SECTIONS}
 
     def folder(self, point: Point | None = None) -> Path:
-        return FOLDER / self.name / (point.name if point else "")
+        return paths.SWEEPS / self.name / (point.name if point else "")
 
     def compared_from(self) -> list[Path]:
         """What the sweep's comparison is made from: its points' folders, and the checkout's code."""
@@ -109,7 +108,7 @@ def named(name: str) -> Path:
     """The file of the sweep `--sweep NAME` names."""
     if not SWEEP_NAME.fullmatch(name):
         raise PipelineError(f"--sweep {clip(name)}: not a sweep's name; give the NAME of a file sweeps/NAME.yaml")
-    return FOLDER / f"{name}.yaml"
+    return paths.SWEEPS / f"{name}.yaml"
 
 
 def _read_spec(path: Path) -> SweepFile:
@@ -174,7 +173,7 @@ def load(path: str | Path, params_path: str | Path = paths.PARAMS) -> Sweep:
     return Sweep(path.stem, spec.variant, tuple(points), base)
 
 
-def discover(folder: Path = FOLDER, params_path: str | Path = paths.PARAMS) -> tuple[dict[str, Sweep], list[str]]:
+def discover(folder: Path = paths.SWEEPS, params_path: str | Path = paths.PARAMS) -> tuple[dict[str, Sweep], list[str]]:
     """Every sweep of the project by name (sweeps/*.yaml, and a misnamed *.yml refused), and the one-line
     errors of the files that are not valid."""
     found: dict[str, Sweep] = {}

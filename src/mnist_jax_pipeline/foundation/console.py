@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 from .errors import PipelineError
+from .paths import SWEEPS
 
 LOG_ENV = "MNIST_PIPELINE_LOG"
-SWEEPS = Path("sweeps")  # sweep points live in sweeps/<sweep>/<point>/
 HANDLER = "mnist-pipeline"  # the name of the handlers configure() installs, so a second call replaces them
 NOISY = ("absl", "jax._src", "matplotlib", "PIL", "tensorflow")  # heard from at WARNING and above
 details = logging.getLogger("mnist_jax_pipeline.details")

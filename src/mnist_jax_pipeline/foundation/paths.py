@@ -87,6 +87,7 @@ def record(stage: str, per_variant: bool) -> Artefact:
     return Artefact(f"{PROVENANCE}/{stage}{'_{variant}' if per_variant else ''}.json", stage)
 
 
+SWEEPS = Path("sweeps")  # the sweep files sweeps/<sweep>.yaml, and each point's outputs in sweeps/<sweep>/<point>/
 PARAMS = "params.yaml"  # the parameters: at the project root, and in each sweep point's folder
 CODE = Path("src/mnist_jax_pipeline")  # the checkout's package, relative to the project root
 RUNTIME_LOCK = Path("requirements/runtime.txt")  # the locked runtime versions, exported from uv.lock

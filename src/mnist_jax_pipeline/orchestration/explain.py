@@ -44,7 +44,7 @@ def relative(path: str) -> Path | None:
 
 def find_job(rel: PurePath) -> Job | None:
     """The job whose output (or record) `rel` is, or lies inside; a sweep point's under its folder."""
-    point = rel.parts[:1] == (console.SWEEPS.name,) and len(rel.parts) > 3
+    point = rel.parts[:1] == (paths.SWEEPS.name,) and len(rel.parts) > 3
     jobs = all_jobs(variants.names(), Path(*rel.parts[:3]) if point else Path("."))
     inside = (job for job in jobs if any(Path(rel).is_relative_to(out) for out in [*job.outputs(), job.record_path]))
     return next((job for job in inside if not point or job.stage.name in stage_table.POINT_STAGES), None)

@@ -9,9 +9,8 @@ from ..artefacts import atomic
 from ..artefacts.provenance import Execution, Hashes, Record, file_sha256, files_under
 from ..config.params import Params
 from ..foundation import LOADED_NS, versions
-from ..foundation.console import SWEEPS
 from ..foundation.errors import PipelineError
-from ..foundation.paths import CODE, PARAMS, RUNTIME_LOCK
+from ..foundation.paths import CODE, PARAMS, RUNTIME_LOCK, SWEEPS
 from . import stage_table
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the package that runs

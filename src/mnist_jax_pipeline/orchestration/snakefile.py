@@ -27,7 +27,7 @@ from ..artefacts.provenance import changed_files
 from ..config import sweeps
 from ..config.params import load
 from ..foundation import paths, stops
-from ..foundation.console import SWEEPS, job_label
+from ..foundation.console import job_label
 from ..foundation.errors import PipelineError
 from . import dvc_lock, freshness, run, stage_table
 from .jobs import Job, all_jobs
@@ -205,7 +205,7 @@ class Pipeline:
     def sweep_files(self, wildcards: Any) -> list[str]:
         """Every point's outputs that the comparison page reads."""
         if (sweep := self.sweeps.get(wildcards.sweep)) is None:  # its file is not valid: the one line that says why
-            name = f"{SWEEPS}/{wildcards.sweep}.yaml"
+            name = f"{paths.SWEEPS}/{wildcards.sweep}.yaml"
             why = next((m for m in self.sweep_errors if m.startswith(name)), f"{name}: missing")
             raise SystemExit(f"error: {why}")
         jobs = [job for point in sweep.points for job in point_jobs(sweep, point)]

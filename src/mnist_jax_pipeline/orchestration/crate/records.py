@@ -8,7 +8,6 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ...artefacts.provenance import Hashes, Record
-from ...config import sweeps
 from ...config.params import load
 from ...foundation import paths
 from ...foundation.errors import PipelineError, clip
@@ -94,7 +93,7 @@ def _stale_point(folder: Path, jobs: list[RecordedJob]) -> str | None:
     for job in jobs:
         if job.variant not in now.variants or job.record.params != Recorder(now).made_from(job):
             return (
-                f"{folder} left out: {sweeps.FOLDER / folder.parent.name}.yaml now gives '{job.name}' other parameters;"
+                f"{folder} left out: {paths.SWEEPS / folder.parent.name}.yaml now gives '{job.name}' other parameters;"
                 " re-run the sweep (snakemake --cores all sweeps)"
             )
     return None
@@ -114,7 +113,7 @@ def recorded_jobs(hashes: Hashes) -> tuple[list[RecordedJob], list[str]]:
     """The jobs whose records hold and whose files all match them (under the project root and every folder of a
     point its sweep file lists as recorded), and one warning line for each record or point left out and each job of
     params.yaml's variants without a record."""
-    found = sorted(Path(paths.PROVENANCE).glob("*.json")) + sorted(sweeps.FOLDER.glob(f"*/*/{paths.PROVENANCE}/*.json"))
+    found = sorted(Path(paths.PROVENANCE).glob("*.json")) + sorted(paths.SWEEPS.glob(f"*/*/{paths.PROVENANCE}/*.json"))
     if not found:
         raise PipelineError(
             f"{paths.PROVENANCE}/: no provenance records; run the pipeline first ({RERUN}), then mnist-pipeline crate"

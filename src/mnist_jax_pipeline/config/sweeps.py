@@ -104,11 +104,16 @@ def point_name(changes: dict[str, Any]) -> str:
     return name
 
 
+def file(name: str) -> Path:
+    """The file that declares the sweep `name`: sweeps/<name>.yaml."""
+    return paths.SWEEPS / f"{name}.yaml"
+
+
 def named(name: str) -> Path:
     """The file of the sweep `--sweep NAME` names."""
     if not SWEEP_NAME.fullmatch(name):
         raise PipelineError(f"--sweep {clip(name)}: not a sweep's name; give the NAME of a file sweeps/NAME.yaml")
-    return paths.SWEEPS / f"{name}.yaml"
+    return file(name)
 
 
 def _read_spec(path: Path) -> SweepFile:

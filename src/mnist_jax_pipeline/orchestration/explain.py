@@ -14,6 +14,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from ..artefacts.provenance import Execution, Record, changed_files
+from ..config import sweeps
 from ..config.params import Params, load
 from ..foundation import console, paths, variants
 from ..foundation.errors import PipelineError
@@ -184,7 +185,7 @@ def explain(path: str, params_path: str = paths.PARAMS) -> list[str]:
     if rel is None or job is None:
         hint = NO_STAGE if rel is not None else "it lies outside the project (run explain from the project root)"
         raise PipelineError(f"{path}: not an output of any stage; {hint}")
-    point, sweep_file = job.root != Path("."), f"{job.root.parent}.yaml"
+    point, sweep_file = job.root != Path("."), sweeps.file(job.root.parent.name).as_posix()
     if point and not job.root.exists() and not Path(sweep_file).exists():
         raise PipelineError(f"{path}: not an output of any stage; no sweep file {sweep_file} gives it")
     params_file = job.root / paths.PARAMS if point else Path(params_path)

@@ -27,7 +27,7 @@ def point_checker(sweep: sweeps.Sweep, point: sweeps.Point, hashes: Hashes) -> C
 def point_params(folder: Path, params_path: str | Path = paths.PARAMS) -> Params | str:
     """The parameters that its sweep file now gives the point whose folder is `folder` (sweeps/<sweep>/<point>), or
     why it gives none (the file is missing or not valid, or does not list the point) with the fix."""
-    file = paths.SWEEPS / f"{folder.parent.name}.yaml"
+    file = sweeps.file(folder.parent.name)
     fix = f"list the point in {file}, or delete {folder}"
     if not file.is_file():
         return f"{file}: missing, so no sweep lists the point '{folder.name}'; {fix}"

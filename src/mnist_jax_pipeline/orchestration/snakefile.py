@@ -205,7 +205,7 @@ class Pipeline:
     def sweep_files(self, wildcards: Any) -> list[str]:
         """Every point's outputs that the comparison page reads."""
         if (sweep := self.sweeps.get(wildcards.sweep)) is None:  # its file is not valid: the one line that says why
-            name = f"{paths.SWEEPS}/{wildcards.sweep}.yaml"
+            name = sweeps.file(wildcards.sweep).as_posix()
             why = next((m for m in self.sweep_errors if m.startswith(name)), f"{name}: missing")
             raise SystemExit(f"error: {why}")
         jobs = [job for point in sweep.points for job in point_jobs(sweep, point)]

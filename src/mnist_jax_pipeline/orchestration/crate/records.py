@@ -8,6 +8,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ...artefacts.provenance import Hashes, Record
+from ...config import sweeps
 from ...config.params import load
 from ...foundation import paths
 from ...foundation.errors import PipelineError, clip
@@ -93,7 +94,7 @@ def _stale_point(folder: Path, jobs: list[RecordedJob]) -> str | None:
     for job in jobs:
         if job.variant not in now.variants or job.record.params != Recorder(now).made_from(job):
             return (
-                f"{folder} left out: {paths.SWEEPS / folder.parent.name}.yaml now gives '{job.name}' other parameters;"
+                f"{folder} left out: {sweeps.file(folder.parent.name)} now gives '{job.name}' other parameters;"
                 " re-run the sweep (snakemake --cores all sweeps)"
             )
     return None

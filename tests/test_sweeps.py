@@ -66,8 +66,9 @@ def test_point_names_and_the_dvc_commands(tmp_path):
     ]
     assert point_name({"model.seed": 1, "train.shuffle_seed": 2}) == "seed=1,shuffle_seed=2"
     assert point_name({"model.seed": 1, "preprocess.seed": 2}) == "model.seed=1,preprocess.seed=2"
-    first = dvc_commands(sweep)[0]
-    assert first[:6] == ["dvc", "exp", "run", "--queue", "--name", "s-layer_sizes=784x64x10,optimizer=sgd"]
+    (name, first), *_ = dvc_commands(sweep).items()
+    assert name == "s-layer_sizes=784x64x10,optimizer=sgd"
+    assert first[:6] == ["dvc", "exp", "run", "--queue", "--name", name]
     assert first[6:] == [
         "-S",
         "model.layer_sizes=[784, 64, 10]",

@@ -12,13 +12,13 @@ from ..config.sweeps import Sweep, load
 from ..foundation.errors import PipelineError
 
 
-def dvc_commands(sweep: Sweep) -> list[list[str]]:
-    """`dvc exp run --queue` commands for the sweep: one per point, each named after it."""
-    commands = []
+def dvc_commands(sweep: Sweep) -> dict[str, list[str]]:
+    """{experiment name: its `dvc exp run --queue` command}: one per point, each named after it."""
+    commands = {}
     for point in sweep.points:
         sets = [f"{key}={json.dumps(value)}" for key, value in {**point.changes, "variants": [sweep.variant]}.items()]
-        command = ["dvc", "exp", "run", "--queue", "--name", f"{sweep.name}-{point.name}"]
-        commands.append(command + [arg for s in sets for arg in ("-S", s)])
+        name = f"{sweep.name}-{point.name}"
+        commands[name] = ["dvc", "exp", "run", "--queue", "--name", name, *(arg for s in sets for arg in ("-S", s))]
     return commands
 
 
@@ -55,15 +55,15 @@ def queue(args: argparse.Namespace) -> None:
     taken = {name: f"already {state}" for name, state in _in_queue().items()}
     # without the list, every point would be queued again
     taken |= {name: "already an experiment of this commit" for name in dvc("exp", "list", "--name-only").split()}
-    names = [f"{sweep.name}-{point.name}" for point in sweep.points]
-    made = sum(name in taken for name in names)
+    commands = dvc_commands(sweep)
+    made = sum(name in taken for name in commands)
     if made and _run("git", "diff", "--quiet", "HEAD", "--", str(args.params)).returncode == 1:
         raise PipelineError(
             f"{args.params}: changed since the last commit, and {made} point(s) were made or queued before;"
             f" commit it first (git commit {args.params}), then run sweep-queue again"
         )
     queued = 0
-    for name, command in zip(names, dvc_commands(sweep), strict=True):
+    for name, command in commands.items():
         if name in taken:
             print(f"{name}: {taken[name]}; not queued again", file=sys.stderr)
             continue

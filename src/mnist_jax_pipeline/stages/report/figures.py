@@ -36,7 +36,6 @@ DIGIT_GAP = 2  # pixels between the digits of a grid
 TITLE_BAND = 11  # pixels above each digit for its title (two lines at 8 pt)
 TIMELINE_LABELS = 3  # the longest events of a step are named on the figure
 ICICLE_DEPTH = 10  # stack levels drawn below the frames every allocation shares
-SPLIT_ORDER = ("train", "val", "test")
 CLASSES = np.arange(NUM_CLASSES)
 HALF = (5.2, 2.6)  # inches: a figure in one column of the report's two (572 px wide at DPI)
 STYLE = str(Path(__file__).with_name("report.mplstyle"))  # pinned over matplotlib's defaults
@@ -105,7 +104,7 @@ def class_bars(groups: Mapping[str, Sequence[float]], figsize: tuple[float, floa
 
 def class_balance(art: Artefacts) -> Figure:
     """Share of each class in every non-empty split."""
-    splits = ordered(art.stats.splits, SPLIT_ORDER)
+    splits = ordered(art.stats.splits, paths.SPLITS)
     fig, ax = class_bars({f"{n} ({s.count:,})": s.class_balance for n, s in splits if s.count}, (7, 2.6))
     ax.set(ylabel="share of split")
     return fig

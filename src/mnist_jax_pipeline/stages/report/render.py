@@ -20,7 +20,7 @@ from ...config.params import Params, load
 from ...foundation import paths, variants
 from ...foundation.runtime import BUSY_SHARE
 from .conditions import busy_flag, calm_line, parameter_values, short_causes
-from .figures import SAMPLE_DIGITS, SPLIT_ORDER, data_uri, draw_all, ordered
+from .figures import SAMPLE_DIGITS, data_uri, draw_all, ordered
 from .formatting import FILTERS, href
 from .inputs import Artefacts, read_all
 from .memory import memory_view, origin
@@ -51,7 +51,7 @@ def context(art: Artefacts, params: Params, params_path: str, figures: dict[str,
     return {
         "manifest": art.manifest,
         "stats": art.stats,
-        "splits": ordered(art.stats.splits, SPLIT_ORDER),
+        "splits": ordered(art.stats.splits, paths.SPLITS),
         "samples_shown": min(len(art.test_images), SAMPLE_DIGITS),
         "variants": art.variants,
         "descriptions": {v.name: variants.get(v.name).description for v in art.variants},

@@ -240,7 +240,7 @@ def main(args: argparse.Namespace, checked: tuple[sweeps.Sweep, Hashes] | None =
         folder, runs = sweep.folder(), from_sweep(sweep)
         own = html_path == folder / paths.COMPARE_HTML  # the table and the record go with the sweep's own page
         csv_path = folder / paths.COMPARE_CSV if own else None
-        source = f"sweeps/{sweep.name}.yaml ({sweep.variant})"
+        source = f"{sweeps.file(sweep.name)} ({sweep.variant})"
         made |= write(runs, differing(runs), f"sweep {sweep.name}", source, html_path, csv_path, "between the points")
         if own:  # the Snakefile checks the page against it
             atomic.write_text(folder / paths.COMPARE_RECORD, json.dumps(made, indent=2) + "\n")

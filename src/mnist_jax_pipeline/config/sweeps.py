@@ -52,7 +52,7 @@ class Sweep(NamedTuple):
 
     def params(self, point: Point) -> dict[str, Any]:
         """The point's params.yaml: the base with its changes, training the sweep's variant only."""
-        return apply(self.base, {**point.changes, "variants": [self.variant]})
+        return apply(self.base, with_variant(point.changes, self.variant))
 
     def read_by_point(self, point: Point) -> dict[str, Any]:
         """The sections of the point's params that its stages read: a change to them re-runs it."""
@@ -66,6 +66,11 @@ class Sweep(NamedTuple):
         """What the sweep's comparison is made from: its points' folders, and the checkout's code."""
         code = [paths.CODE] if paths.CODE.is_dir() else []  # an installed package has no checkout
         return [*map(self.folder, self.points), *code]
+
+
+def with_variant(changes: dict[str, Any], variant: str) -> dict[str, Any]:
+    """A point's changes, with the one variant that the sweep trains."""
+    return {**changes, "variants": [variant]}
 
 
 def apply(base: dict[str, Any], changes: dict[str, Any], source: str = "") -> dict[str, Any]:
@@ -165,7 +170,7 @@ def load(path: str | Path, params_path: str | Path = paths.PARAMS) -> Sweep:
                     f"{path}: '{clip(key)}' cannot vary in a sweep: only model.* and train.* keys do"
                     " (every point shares one download and preprocess)"
                 )
-        changed = apply(base, {**changes, "variants": [spec.variant]}, f"{path}: ")
+        changed = apply(base, with_variant(changes, spec.variant), f"{path}: ")
         validated = validate(changed, f"{path}, point {point_name(changes)}")
         values = validated.to_dict()
         canonical = {key: functools.reduce(operator.getitem, key.split("."), values) for key in sorted(changes)}

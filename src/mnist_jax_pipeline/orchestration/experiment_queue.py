@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from ..comparison.experiments import dvc
-from ..config.sweeps import Sweep, load
+from ..config.sweeps import Sweep, load, with_variant
 from ..foundation.errors import PipelineError
 
 
@@ -16,7 +16,7 @@ def dvc_commands(sweep: Sweep) -> dict[str, list[str]]:
     """{experiment name: its `dvc exp run --queue` command}: one per point, each named after it."""
     commands = {}
     for point in sweep.points:
-        sets = [f"{key}={json.dumps(value)}" for key, value in {**point.changes, "variants": [sweep.variant]}.items()]
+        sets = [f"{key}={json.dumps(value)}" for key, value in with_variant(point.changes, sweep.variant).items()]
         name = f"{sweep.name}-{point.name}"
         commands[name] = ["dvc", "exp", "run", "--queue", "--name", name, *(arg for s in sets for arg in ("-S", s))]
     return commands

@@ -16,6 +16,7 @@ import yaml
 from ..artefacts.atomic import write_text
 from ..config.params import Params
 from ..foundation import paths
+from ..foundation.console import LOG_ENV
 from ..foundation.errors import PipelineError
 from .jobs import RUNTIME_LOCK, code_files
 from .stage_table import POINT_STAGES, SHARED, STAGES, Stage, get
@@ -162,7 +163,7 @@ def _rule(stage: Stage) -> list[str]:
         lines += ["    cache: CACHE", *_block("params", [f'key=cache_key("{stage.name}")'])]
     if stage.per_variant or stage.name == "download":
         lines.append("    threads: workflow.cores")
-    return lines + ["    shell:", f'        "MNIST_PIPELINE_LOG={{log:q}} {stage.cmd("{wildcards.variant}")}"']
+    return lines + ["    shell:", f'        "{LOG_ENV}={{log:q}} {stage.cmd("{wildcards.variant}")}"']
 
 
 def _point_rule(stage: Stage) -> list[str]:
@@ -175,7 +176,7 @@ def _point_rule(stage: Stage) -> list[str]:
         f"mnist-pipeline --params {{input.params:q}} {stage.name} --variant {{wildcards.variant}}"
         " --root sweeps/{wildcards.sweep}/{wildcards.point:q}"
     )
-    return lines + ["    shell:", f'        POINT_LOCK + "MNIST_PIPELINE_LOG={{log:q}} {command}"']
+    return lines + ["    shell:", f'        POINT_LOCK + "{LOG_ENV}={{log:q}} {command}"']
 
 
 def _formatted(text: str) -> str:

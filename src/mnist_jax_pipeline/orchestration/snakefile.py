@@ -29,6 +29,7 @@ from ..config.params import load
 from ..foundation import paths, stops
 from ..foundation.console import job_label
 from ..foundation.errors import PipelineError
+from ..foundation.runtime import LOCK_ENV
 from . import dvc_lock, freshness, run, stage_table
 from .jobs import Job, all_jobs
 from .points import point_checker, point_jobs
@@ -129,7 +130,7 @@ class Pipeline:
         # Snakemake's between-workflow cache for download and preprocess, when the run asks for it (--cache)
         self.cache: str | bool = "omit-software" if workflow.workflow_settings.cache is not None else False
         # sweep points run side by side, without the timing lock, unless --cores 1
-        self.point_lock = "" if workflow.cores == 1 else "MNIST_PIPELINE_LOCK=off "
+        self.point_lock = "" if workflow.cores == 1 else f"{LOCK_ENV}=off "
         os.environ[run.ORCHESTRATOR] = run.identity(os.getpid())  # its jobs stop once it is gone
         if workflow.is_main_process:  # Snakemake writes its folder, in a dry run too (its I/O cache)
             self.refuse([".snakemake/iocache/latest.pkl"], probe=True)

@@ -28,7 +28,7 @@ from mnist_jax_pipeline.mlp.model import init_params
 from mnist_jax_pipeline.orchestration import snakefile, stage_table
 from mnist_jax_pipeline.orchestration.jobs import Job
 from mnist_jax_pipeline.stages.profile import op_table, pprof, trace_files
-from mnist_jax_pipeline.stages.profile.stage import POINTS, profile
+from mnist_jax_pipeline.stages.profile.stage import profile
 from mnist_jax_pipeline.stages.train import initial_state
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,12 +88,12 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 @pytest.mark.slow
 def test_writes_one_snapshot_per_point_and_the_summary(run: dict[str, Any]) -> None:
     out = run["out"]
-    for point in POINTS:
+    for point in paths.SNAPSHOTS:
         assert (out / f"{point}.prof").read_bytes()[:2] == b"\x1f\x8b"  # gzip
     on_disk = json.loads((out / "summary.json").read_text())
     typed = read_summary("jit", run["base"])
     assert typed is not None and typed.model_dump(mode="json") == run["summary"]
-    assert sorted(on_disk["points"]) == sorted(POINTS)
+    assert sorted(on_disk["points"]) == sorted(paths.SNAPSHOTS)
     assert not [p for p in out.parent.iterdir() if p.name.startswith(atomic.TMP_PREFIX)]
     assert on_disk["variant"] == "jit"
 
@@ -106,7 +106,7 @@ def test_summary_schema_and_expected_sizes(run: dict[str, Any]) -> None:
     assert s["expected_bytes"]["params"] == weights * 4
     assert s["expected_bytes"]["batch_images"] == BATCH * 784 * 4
     assert s["expected_bytes"]["layer0.weight"] == 32 * 784 * 4
-    for point in POINTS:
+    for point in paths.SNAPSHOTS:
         entry = s["points"][point]
         assert entry["file"] == f"{point}.prof"
         assert entry["total_bytes"] > 0 and entry["total_allocations"] > 0
@@ -141,7 +141,7 @@ def test_pprof_renders_top_and_svg(run: dict[str, Any]) -> None:
     if shutil.which("pprof") is None:
         unavailable("pprof not on PATH; install it with .ci/install-pprof.sh")
     out, info = run["out"], run["summary"]["pprof"]
-    for point in POINTS:
+    for point in paths.SNAPSHOTS:
         assert "space" in (out / f"{point}.top.txt").read_text()
         if shutil.which("dot"):
             assert (out / f"{point}.svg").read_text().lstrip().startswith("<?xml")
@@ -165,7 +165,7 @@ def test_missing_pprof_still_succeeds(
     assert summary.pprof.available is False
     assert "go install github.com/google/pprof@latest" in summary.pprof.install_hint
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        [f"{p}.prof" for p in POINTS] + ["summary.json", paths.TRACE_LOGDIR]
+        [f"{p}.prof" for p in paths.SNAPSHOTS] + ["summary.json", paths.TRACE_LOGDIR]
     )
     typed = read_summary("jit", tmp_path)  # a summary without pprof reads back
     assert typed is not None and typed.pprof.binary is None
@@ -251,7 +251,7 @@ def test_trace_files_have_fixed_names_and_open(run: dict[str, Any]) -> None:
     }
     job = Job(stage_table.get("profile"), "jit", run["base"])
     declared = [Path(name) for name in snakefile.declared(job, ("jit",))[:-1]]  # Snakemake declares, less the record
-    assert [p.relative_to(out).as_posix() for p in declared] == [f"{point}.prof" for point in POINTS] + [
+    assert [p.relative_to(out).as_posix() for p in declared] == [f"{point}.prof" for point in paths.SNAPSHOTS] + [
         "summary.json"
     ] + [f"trace/plugins/profile/jit/{name}" for name in paths.TRACE_FILES.values()]
     assert all(p.is_file() for p in declared)

@@ -62,11 +62,11 @@ class Stats(JsonModel):
 
 
 def read_manifest(raw_dir: str | Path = paths.RAW.path) -> Manifest:
-    return storage.read_model(Path(raw_dir) / "manifest.json", Manifest, RAW_MADE_BY)
+    return storage.read_model(Path(raw_dir) / paths.MANIFEST, Manifest, RAW_MADE_BY)
 
 
 def read_stats(processed_dir: str | Path = paths.PROCESSED.path) -> Stats:
-    path = Path(processed_dir) / "stats.json"
+    path = Path(processed_dir) / paths.STATS
     stats = storage.read_model(path, Stats, PROCESSED_MADE_BY)
     if absent := [split for split in ("train", "test") if split not in stats.splits]:
         raise remake(path, f"missing split '{absent[0]}'", PROCESSED_MADE_BY)
@@ -75,14 +75,14 @@ def read_stats(processed_dir: str | Path = paths.PROCESSED.path) -> Stats:
 
 def load_raw_split(raw_dir: str | Path, split: str) -> tuple[np.ndarray, np.ndarray]:
     """One split as the download stage exported it: uint8 images (N, 28, 28), uint8 labels (N,)."""
-    arrays = Path(raw_dir) / "arrays"
-    images = storage.load_array(arrays / f"{split}_images.npy", RAW_MADE_BY, np.uint8, (None, 28, 28))
-    return images, storage.load_array(arrays / f"{split}_labels.npy", RAW_MADE_BY, np.uint8, (images.shape[0],))
+    images_path, labels_path = (Path(raw_dir) / paths.ARRAYS / name for name in paths.split_files(split))
+    images = storage.load_array(images_path, RAW_MADE_BY, np.uint8, (None, 28, 28))
+    return images, storage.load_array(labels_path, RAW_MADE_BY, np.uint8, (images.shape[0],))
 
 
 def load_split(processed_dir: str | Path, split: str) -> tuple[np.ndarray, np.ndarray]:
     """One processed split as (images (N, 784) float32, labels (N,) int32), whatever the stored shape."""
-    images_path, labels_path = (Path(processed_dir) / f"{split}_{kind}.npy" for kind in ("images", "labels"))
+    images_path, labels_path = (Path(processed_dir) / name for name in paths.split_files(split))
     images = storage.load_array(images_path, PROCESSED_MADE_BY, np.float32)
     if images.ndim not in (2, 3) or int(np.prod(images.shape[1:])) != IMAGE_PIXELS:
         raise remake(images_path, f"shape {images.shape}, expected (N, 784) or (N, 28, 28)", PROCESSED_MADE_BY)

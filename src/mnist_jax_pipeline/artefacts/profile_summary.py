@@ -170,7 +170,7 @@ class ProfileSummary(JsonModel):
 
 def read_summary(variant: str, root: str | Path = ".") -> ProfileSummary | None:
     """A variant's summary, or None when its profile stage has not run (the report says how to run it)."""
-    path, stage = paths.PROFILE.at(variant, root) / "summary.json", paths.PROFILE.stage(variant)
+    path, stage = paths.PROFILE.at(variant, root) / paths.PROFILE_SUMMARY, paths.PROFILE.stage(variant)
     if not path.is_file():
         return None
     summary = storage.read_model(path, ProfileSummary, stage)

@@ -38,16 +38,28 @@ class Artefact(NamedTuple):
 
 
 SPLITS = ("train", "val", "test")
-PROCESSED_FILES = tuple(f"{split}_{kind}.npy" for split in SPLITS for kind in ("images", "labels")) + ("stats.json",)
+MANIFEST, ARRAYS, IDX = "manifest.json", "arrays", "idx"  # the download stage's account, its .npy and its IDX files
+STATS = "stats.json"  # how the processed arrays were made, and what they hold
+
+
+def split_files(split: str) -> tuple[str, str]:
+    """A split's images and labels: train_images.npy and train_labels.npy, say."""
+    return f"{split}_images.npy", f"{split}_labels.npy"
+
+
+PROCESSED_FILES = tuple(name for split in SPLITS for name in split_files(split)) + (STATS,)
 SNAPSHOTS = ("init", "train_step", "evaluate")  # the profile stage's device-memory snapshots, in order
+SNAPSHOT_FILE = "{point}.prof"
+PROFILE_SUMMARY = "summary.json"
 FIGURES = ("dataset_samples", "class_balance", "training_curves", "epoch_times", "per_class_recall", "step_timeline")
 VARIANT_FIGURES = ("confusion", "misclassified")  # one of each per variant: confusion_<variant>.png
 # jax.profiler's layout with fixed names: XProf and TensorBoard open `--logdir <profile folder>/trace`
 TRACE_LOGDIR = "trace"
-TRACE_SESSION = f"{TRACE_LOGDIR}/plugins/profile/{{variant}}"
+TRACE_RUNS = "plugins/profile"  # XProf's runs, inside the logdir
+TRACE_SESSION = f"{TRACE_LOGDIR}/{TRACE_RUNS}/{{variant}}"
 TRACE_FILES = {"perfetto": "perfetto_trace.json.gz", "chrome": "host.trace.json.gz", "xplane": "host.xplane.pb"}
 
-RAW = Artefact("data/raw", "download", files=("manifest.json",), folders=("arrays", "idx"))
+RAW = Artefact("data/raw", "download", files=(MANIFEST,), folders=(ARRAYS, IDX))
 PROCESSED = Artefact("data/processed", "preprocess", files=PROCESSED_FILES)
 MODEL = Artefact("models/{variant}.safetensors", "train")
 # DVC's metrics are the headline files (a few figures, so its tables fit a terminal); .full.json has them all
@@ -62,7 +74,7 @@ CONFUSION = Artefact("plots/confusion/{variant}.csv", "evaluate", role="plots", 
 PROFILE = Artefact(
     "reports/profile/{variant}",
     "profile",
-    files=(*(f"{point}.prof" for point in SNAPSHOTS), "summary.json")
+    files=(*(SNAPSHOT_FILE.format(point=point) for point in SNAPSHOTS), PROFILE_SUMMARY)
     + tuple(f"{TRACE_SESSION}/{name}" for name in TRACE_FILES.values()),
 )
 VARIANTS_HISTORY = Artefact("plots/variants.csv", "report", in_git=True)  # every variant's epochs, for DVC's plots

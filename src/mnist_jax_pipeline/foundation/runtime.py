@@ -135,17 +135,12 @@ def lock_timeout() -> float:
     raise PipelineError(f"{LOCK_TIMEOUT_ENV}={clip(setting, 40)}: not a number of seconds; set e.g. 60 or unset it")
 
 
-def _load() -> float:
-    """The machine's load average over the last minute."""
-    return round(os.getloadavg()[0], 2)
-
-
 @contextlib.contextmanager
 def timing_lock(job: str) -> Iterator[Conditions]:
     """Hold the machine's timing lock while the block runs, and observe the machine meanwhile. A wait over a second
     is said in one line naming the holder; after MNIST_PIPELINE_LOCK_TIMEOUT seconds the block runs without it."""
     setting = os.environ.get(LOCK_ENV) or str(DEFAULT_LOCK)
-    started = time.perf_counter()
+    started, load = time.perf_counter(), round(os.getloadavg()[0], 2)
     lock: filelock.FileLock | None = None
     state, path = "off", Path(setting)
     if setting != "off":
@@ -170,12 +165,12 @@ def timing_lock(job: str) -> Iterator[Conditions]:
         state = "held" if lock.is_locked else "not held"
         if not lock.is_locked:
             log.warning("ran without the timing lock after %g s; its timings share the machine", limit)
-    conditions = Conditions(state, round(time.perf_counter() - started, 3), _load())
+    conditions = Conditions(state, round(time.perf_counter() - started, 3), load)
     cpu = _cpu_seconds()
     try:
         yield conditions
     finally:
         conditions.other_cpu_share = _other_cpu_share(cpu)
-        conditions.loadavg_1m_at_end = _load()
+        conditions.loadavg_1m_at_end = round(os.getloadavg()[0], 2)
         if lock is not None and lock.is_locked:
             lock.release()

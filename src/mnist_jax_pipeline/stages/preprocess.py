@@ -134,8 +134,9 @@ def preprocess(config: PreprocessConfig, raw_dir: str | Path, out_dir: str | Pat
     }
     with atomic.atomic_dir(out_dir) as tmp:
         for split, (images, labels) in parts.items():
-            storage.save_array(tmp / f"{split}_images.npy", transform(images, config, mean, std))
-            storage.save_array(tmp / f"{split}_labels.npy", labels.astype(np.int32))
+            images_file, labels_file = paths.split_files(split)
+            storage.save_array(tmp / images_file, transform(images, config, mean, std))
+            storage.save_array(tmp / labels_file, labels.astype(np.int32))
         stats = Stats(
             dataset=manifest.dataset,
             format=FORMAT,
@@ -145,14 +146,14 @@ def preprocess(config: PreprocessConfig, raw_dir: str | Path, out_dir: str | Pat
             image_shape=[784] if config.flatten else [28, 28],
             splits={split: _split_stats(*part, scale, offset) for split, part in parts.items()},
         )
-        storage.write_model(tmp / "stats.json", stats)
+        storage.write_model(tmp / paths.STATS, stats)
     return stats
 
 
 def main(args: argparse.Namespace) -> None:
     """`mnist-pipeline preprocess`."""
     if Path(args.out) != Path(paths.PROCESSED.path):  # its own folder, else one it made (holds its stats)
-        atomic.claim(args.out, option="--out", command="preprocess", signature='"normalize_mean"', inside="stats.json")
+        atomic.claim(args.out, option="--out", command="preprocess", signature='"normalize_mean"', inside=paths.STATS)
     params = load(args.params)
     if (held := read_manifest(args.raw).dataset) != params.data.dataset:
         raise PipelineError(

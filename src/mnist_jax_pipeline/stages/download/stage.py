@@ -143,8 +143,8 @@ def _export_arrays(builder: Any, idx_dir: Path, out: Path) -> dict[str, SplitCou
                 f"{idx_dir / labels_name}: TFDS's {split} split disagrees with the raw IDX labels;"
                 " delete data/raw and re-run 'download'"
             )
-        storage.save_array(out / f"{split}_images.npy", images)
-        storage.save_array(out / f"{split}_labels.npy", labels)
+        for name, array in zip(paths.split_files(split), (images, labels), strict=True):
+            storage.save_array(out / name, array)
         splits[split] = SplitCount(count=len(labels), label_histogram=histogram)
     return splits
 
@@ -166,8 +166,8 @@ def download(params: Params, out_dir: str | Path = paths.RAW.path, mirror: str |
         # TFDS's own TFRecords are not kept: their bytes differ from run to run (the order in which
         # protobuf writes each example's feature map), and the arrays hold the same examples.
         builder = _prepare_with_tfds(dataset, tmp / "tfds-work", mirror_dir)
-        _keep_originals(dataset, mirror_dir, tmp / "tfds-work" / "downloads", tmp / "idx")
-        splits = _export_arrays(builder, tmp / "idx", tmp / "arrays")
+        _keep_originals(dataset, mirror_dir, tmp / "tfds-work" / "downloads", tmp / paths.IDX)
+        splits = _export_arrays(builder, tmp / paths.IDX, tmp / paths.ARRAYS)
         shutil.rmtree(tmp / "tfds-work")
         manifest = Manifest(
             dataset=dataset,
@@ -176,7 +176,7 @@ def download(params: Params, out_dir: str | Path = paths.RAW.path, mirror: str |
             files={p.name: SourceFile(sha256=p.sha256, size=p.size, url=p.url) for p in PINNED[dataset]},
             splits=splits,
         )
-        storage.write_model(tmp / "manifest.json", manifest)
+        storage.write_model(tmp / paths.MANIFEST, manifest)
     log.info("%s prepared in %.1f s", dataset, time.perf_counter() - started)
     return manifest
 
@@ -184,5 +184,5 @@ def download(params: Params, out_dir: str | Path = paths.RAW.path, mirror: str |
 def main(args: argparse.Namespace) -> None:
     """`mnist-pipeline download` (honours MNIST_MIRROR)."""
     if Path(args.out) != Path(paths.RAW.path):  # its own folder, else one it made (holds its manifest)
-        atomic.claim(args.out, option="--out", command="download", signature='"tfds_version"', inside="manifest.json")
+        atomic.claim(args.out, option="--out", command="download", signature='"tfds_version"', inside=paths.MANIFEST)
     download(load(args.params), args.out)

@@ -30,7 +30,6 @@ from . import op_table, pprof, trace_files
 
 log = logging.getLogger(__name__)
 
-POINTS = paths.SNAPSHOTS
 WARMUP_STEPS = 2  # untraced training steps (at least one call) before the traced ones
 ByPoint = dict[str, list[pprof.KnownArray]]  # the arrays each snapshot point holds
 
@@ -98,7 +97,7 @@ def expected_bytes(arrays: ByPoint, config: Params, model: HostParams, train: in
         "state": int(sum(np.asarray(leaf).nbytes for leaf in jax.tree.leaves(initial_state(config, model, train)))),
         "train_images": train * model[0][0].shape[1] * 4,
         "train_targets": train * NUM_CLASSES * 4,
-        **{key: int(size) for point in POINTS for key, size, _ in arrays[point]},
+        **{key: int(size) for point in paths.SNAPSHOTS for key, size, _ in arrays[point]},
     }
 
 
@@ -171,12 +170,13 @@ def profile(params: Params, variant: str, processed_dir: str | Path, root: str |
     rendered: list[str] = []
     with atomic.atomic_dir(paths.PROFILE.at(variant, root)) as tmp:
         gc.collect()  # device buffers of unreachable objects would show in the first snapshot
-        for point in POINTS:
-            live, prof = jax.block_until_ready(hold[point]()), tmp / f"{point}.prof"
+        snapshots = {point: tmp / paths.SNAPSHOT_FILE.format(point=point) for point in paths.SNAPSHOTS}
+        for point in paths.SNAPSHOTS:
+            live, prof = jax.block_until_ready(hold[point]()), snapshots[point]
             jax.profiler.save_device_memory_profile(str(prof))
             del live
             gc.collect()
-            base = tmp / "init.prof" if point == "train_step" else None  # shown less init: what the step added
+            base = snapshots["init"] if point == "train_step" else None  # shown less init: what the step added
             points[point] = pprof.summarize(prof, params.profile.top_allocations, stage, arrays[point], base)
             rendered += pprof.render(prof, tmp, base)
             console.details.info("%s: %s", point, points[point].explanation)
@@ -213,7 +213,7 @@ def profile(params: Params, variant: str, processed_dir: str | Path, root: str |
             pprof=PprofTools(available=available, rendered=rendered, install_hint=INSTALL_HINT, **found),
             trace=traced,
         )
-        storage.write_model(tmp / "summary.json", summary)
+        storage.write_model(tmp / paths.PROFILE_SUMMARY, summary)
     return summary
 
 

@@ -34,7 +34,7 @@ def record(call: Callable[[int], Any], calls: range, logdir: Path, run: str, pyt
         raise PipelineError(
             f"{logdir}: jax.profiler could not write the trace ({first}); check the folder's permissions and free space"
         ) from err
-    sessions = [p for p in (logdir / "plugins" / "profile").iterdir() if p.is_dir()]
+    sessions = [p for p in (logdir / paths.TRACE_RUNS).iterdir() if p.is_dir()]
     if len(sessions) != 1:
         raise PipelineError(f"{logdir}: jax.profiler wrote {len(sessions)} sessions, expected 1")
     folder = sessions[0].rename(sessions[0].with_name(run))

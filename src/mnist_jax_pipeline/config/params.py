@@ -5,7 +5,6 @@ import argparse
 import functools
 import hashlib
 import json
-import math
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -102,7 +101,7 @@ class Params(Section):
     def _consistent(self) -> Self:
         train_count, _ = split_sizes(SPLIT_SIZES[self.data.dataset]["train"], self.preprocess)
         batch = min(self.train.batch_size, train_count)
-        steps = math.ceil(train_count / self.train.batch_size) * self.train.epochs
+        steps = steps_per_epoch(train_count, self.train.batch_size) * self.train.epochs
         if len(set(self.variants)) != len(self.variants):
             raise ValueError("variants: a variant is listed twice; list each once")
         if train_count < 1:
@@ -133,6 +132,11 @@ class Params(Section):
 
 
 SECTIONS = tuple(Params.model_fields)
+
+
+def steps_per_epoch(count: int, batch_size: int) -> int:
+    """Batches in one epoch of `count` examples, the last one partial (as the loops cut them)."""
+    return -(-count // batch_size)
 
 
 def parameter_count(layer_sizes: tuple[int, ...]) -> int:

@@ -17,12 +17,12 @@ from ..artefacts import storage
 from ..artefacts.dataset import load_split
 from ..artefacts.model_file import ModelMetadata, save_model
 from ..artefacts.training import EpochRow, RunInfo, TrainMetrics, XlaAnalysis
-from ..config.params import Params, load
+from ..config.params import Params, load, steps_per_epoch
 from ..foundation import backend, console, paths, variants
 from ..foundation.errors import PipelineError
 from ..foundation.runtime import device_info, peak_rss_bytes, timing_lock
 from ..mlp import loops
-from ..mlp.loops.base import TrainState, loop_inputs, make_optimizer, steps_per_epoch
+from ..mlp.loops.base import TrainState, loop_inputs, make_optimizer
 from ..mlp.model import init_params, loss_and_accuracy
 from ..mlp.progress import EpochProgress
 

@@ -12,7 +12,7 @@ import optax
 from jax.typing import ArrayLike
 
 from ...artefacts.training import XlaAnalysis
-from ...config.params import Params, TrainConfig
+from ...config.params import Params, TrainConfig, steps_per_epoch
 from ...foundation.dataset_facts import NUM_CLASSES
 from ..model import MLPParams, loss
 
@@ -73,11 +73,6 @@ class TrainingLoop(Protocol):
 
     def hlo_text(self) -> str | None:
         return None if self.compiled is None else self.compiled.as_text()
-
-
-def steps_per_epoch(count: int, batch_size: int) -> int:
-    """Batches in one epoch of `count` examples, the last one partial (as batch_bounds cuts them)."""
-    return -(-count // batch_size)
 
 
 def batch_bounds(count: int, batch_size: int) -> list[tuple[int, int]]:

@@ -12,7 +12,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from .base import LoopInputs, TrainingLoop, TrainState, epoch_permutation, steps_per_epoch
+from ...config.params import steps_per_epoch
+from .base import LoopInputs, TrainingLoop, TrainState, epoch_permutation
 
 
 class ScanLoop(TrainingLoop):

@@ -104,6 +104,19 @@ def test_two_downloads_are_byte_identical(real_raw, mirror, make_params, tmp_pat
     assert all(file_sha256(real_raw / f) == file_sha256(again / f) for f in files)
 
 
+@pytest.mark.real_data
+def test_labels_that_disagree_with_the_pinned_file_write_nothing(mirror, make_params, tmp_path, monkeypatch):
+    swapped = {"train": "t10k-labels-idx1-ubyte.gz", "test": "train-labels-idx1-ubyte.gz"}
+    monkeypatch.setattr(dl, "SPLIT_LABELS", swapped)
+    out = tmp_path / "raw"
+    with pytest.raises(PipelineError) as err:
+        dl.download(make_params(), out, str(mirror))
+    message = str(err.value)
+    assert message.startswith("t10k-labels-idx1-ubyte.gz: TFDS's train split disagrees") and "\n" not in message
+    assert "nothing was written" in message and "uv sync --locked" in message and "delete" not in message
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
 def test_plain_http_sources_are_refused_without_a_mirror(tmp_path, make_params, monkeypatch):
     monkeypatch.delenv("MNIST_MIRROR", raising=False)
     with pytest.raises(PipelineError, match="plain HTTP.*set MNIST_MIRROR"):

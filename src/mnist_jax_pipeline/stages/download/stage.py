@@ -140,8 +140,8 @@ def _export_arrays(builder: Any, idx_dir: Path, out: Path) -> dict[str, SplitCou
         raw_labels = np.frombuffer(gzip.decompress((idx_dir / labels_name).read_bytes()), np.uint8, offset=8)
         if np.bincount(raw_labels, minlength=10).tolist() != histogram:
             raise PipelineError(
-                f"{idx_dir / labels_name}: TFDS's {split} split disagrees with the raw IDX labels;"
-                " delete data/raw and re-run 'download'"
+                f"{labels_name}: TFDS's {split} split disagrees with these pinned labels; nothing was written;"
+                " install the locked tensorflow-datasets (uv sync --locked), then run 'download' again"
             )
         for name, array in zip(paths.split_files(split), (images, labels), strict=True):
             storage.save_array(out / name, array)

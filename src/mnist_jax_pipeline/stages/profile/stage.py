@@ -171,8 +171,8 @@ def profile(params: Params, variant: str, processed_dir: str | Path, root: str |
     with atomic.atomic_dir(paths.PROFILE.at(variant, root)) as tmp:
         gc.collect()  # device buffers of unreachable objects would show in the first snapshot
         snapshots = {point: tmp / paths.SNAPSHOT_FILE.format(point=point) for point in paths.SNAPSHOTS}
-        for point in paths.SNAPSHOTS:
-            live, prof = jax.block_until_ready(hold[point]()), snapshots[point]
+        for point, prof in snapshots.items():
+            live = jax.block_until_ready(hold[point]())
             jax.profiler.save_device_memory_profile(str(prof))
             del live
             gc.collect()

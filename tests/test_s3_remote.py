@@ -129,7 +129,4 @@ def test_pull_restores_every_artefact_byte_for_byte(pushed, pulled):
 
 def test_pulled_clone_has_nothing_to_rerun(pulled):
     assert dvc_ran(sh(pulled, "dvc", "repro")) == set()
-    # `dvc pull` writes files in no particular order; Snakemake judges by mtime, so mark the
-    # outputs as made in DAG order first (the README's after-checkout step).
-    sh(pulled, "snakemake", "--touch", "--cores", "all")
-    assert snakemake_planned(pulled) == set()
+    assert snakemake_planned(pulled) == set(), "whatever times `dvc pull` gave the files"

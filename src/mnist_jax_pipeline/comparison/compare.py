@@ -224,18 +224,18 @@ def write(
     return {path.as_posix(): hashlib.sha256(text.encode()).hexdigest() for path, text in written.items()}
 
 
-def main(args: argparse.Namespace, checked: tuple[sweeps.Sweep, Hashes] | None = None) -> None:
-    """`mnist-pipeline compare --sweep NAME` or `mnist-pipeline compare --dvc`; `checked`: the sweep and the digests
-    of its points, taken when they were checked."""
+def main(args: argparse.Namespace, checked: tuple[sweeps.Sweep, Hashes] | None) -> None:
+    """`mnist-pipeline compare --sweep NAME` or `mnist-pipeline compare --dvc`; `checked` (with --sweep): the sweep
+    and the digests of its points, taken when they were checked."""
     if bool(args.sweep) == bool(args.dvc):
         raise PipelineError("compare: give either --sweep NAME or --dvc")
-    default = sweeps.named(args.sweep).with_suffix("") / paths.COMPARE_HTML if args.sweep else paths.EXPERIMENTS_HTML
+    sweep, hashes = checked or (None, Hashes())
+    default = sweep.folder() / paths.COMPARE_HTML if sweep is not None else paths.EXPERIMENTS_HTML
     html_path = Path(args.out or default)  # a file there that it did not make is refused, --out or not
     atomic.claim(html_path, option="--out" if args.out else "", command="compare", signature=SIGNATURE)
     if args.out.endswith("/") or html_path.is_dir():
         raise PipelineError(f"--out {args.out}: a folder; give the page's file, such as {Path(args.out) / 'page.html'}")
-    if args.sweep:
-        sweep, hashes = checked or (sweeps.load(sweeps.named(args.sweep), args.params), Hashes())
+    if sweep is not None:
         made = hashes.tree(sweep.compared_from())  # before the points are read
         folder, runs = sweep.folder(), from_sweep(sweep)
         own = html_path == folder / paths.COMPARE_HTML  # the table and the record go with the sweep's own page

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from .errors import PipelineError
-from .paths import SWEEPS
+from .paths import SWEEPS, job_name
 
 LOG_ENV = "MNIST_PIPELINE_LOG"
 HANDLER = "mnist-pipeline"  # the name of the handlers configure() installs, so a second call replaces them
@@ -21,7 +21,7 @@ details = logging.getLogger("mnist_jax_pipeline.details")
 
 def job_label(stage: str, variant: str | None = None, root: str | Path = ".") -> str:
     """`stage@variant`, with the sweep point (its folder under sweeps/) or the other root in brackets."""
-    name, where = f"{stage}@{variant}" if variant else stage, Path(root)
+    name, where = job_name(stage, variant), Path(root)
     if where == Path("."):
         return name
     return f"{name} [{(where.relative_to(SWEEPS) if SWEEPS in where.parents else where).as_posix()}]"

@@ -27,7 +27,7 @@ class Artefact(NamedTuple):
 
     def stage(self, variant: str | None = None) -> str:
         """The job that writes it: 'preprocess', or 'train@jit'."""
-        return f"{self.made_by}@{variant}" if self.per_variant else self.made_by
+        return job_name(self.made_by, variant if self.per_variant else None)
 
     def inside(self, *names: str) -> list[str]:
         return [f"{self.path}/{name}" for name in names]
@@ -35,6 +35,11 @@ class Artefact(NamedTuple):
     def file_names(self, variants: tuple[str, ...]) -> list[str]:
         """The files of a folder, those named per variant included."""
         return list(self.files) + [name.format(variant=v) for name in self.variant_files for v in variants]
+
+
+def job_name(stage: str, variant: str | None = None) -> str:
+    """A job's name, as DVC's `foreach` names a stage's jobs: 'preprocess', or 'train@jit'."""
+    return f"{stage}@{variant}" if variant else stage
 
 
 SPLITS = ("train", "val", "test")

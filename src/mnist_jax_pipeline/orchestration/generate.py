@@ -112,8 +112,7 @@ def _name(artefact: paths.Artefact, file: str) -> str:
     """A rule's name for an output: its constant in paths.py, or a file's name inside a folder."""
     if not artefact.files and not artefact.folders:
         return next(name.lower() for name, value in vars(paths).items() if value is artefact)
-    stem = re.sub(r"(\.(gz|json|pb|prof|npy|png))+$", "", Path(file).name)
-    return re.sub(r"\W+", "_", stem)
+    return re.sub(r"\W+", "_", re.sub(r"(\.(gz|json|pb|prof|npy|png))+$", "", Path(file).name))
 
 
 def _files(artefact: paths.Artefact, consumer: Stage, prefix: str = "") -> list[str]:
@@ -195,8 +194,7 @@ def _formatted(text: str) -> str:
 def rule_file(name: str) -> str:
     """The text of workflow/rules/<name>.smk."""
     rule, stages = (_point_rule, POINT_STAGES) if name == "sweep" else (_rule, RULE_FILES[name])
-    rules = ["\n".join(rule(get(stage))) for stage in stages]
-    return _formatted(HEADER + "\n\n" + "\n\n\n".join(rules) + "\n")
+    return _formatted(HEADER + "\n\n" + "\n\n\n".join("\n".join(rule(get(stage))) for stage in stages) + "\n")
 
 
 GENERATED: dict[Path, Callable[[], str]] = {

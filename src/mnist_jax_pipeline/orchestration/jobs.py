@@ -10,7 +10,7 @@ from ..artefacts.provenance import Execution, Hashes, Record, file_sha256, files
 from ..config.params import Params
 from ..foundation import LOADED_NS, versions
 from ..foundation.errors import PipelineError
-from ..foundation.paths import CODE, PARAMS, RUNTIME_LOCK, SWEEPS
+from ..foundation.paths import CODE, PARAMS, RUNTIME_LOCK, SWEEPS, job_name
 from . import stage_table
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the package that runs
@@ -26,7 +26,7 @@ class Job:
 
     @property
     def name(self) -> str:
-        return f"{self.stage.name}@{self.variant}" if self.variant else self.stage.name
+        return job_name(self.stage.name, self.variant)
 
     @property
     def record_path(self) -> Path:

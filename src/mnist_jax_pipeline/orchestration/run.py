@@ -148,9 +148,7 @@ def now() -> str:
 
 def running_tool() -> str:
     """Which tool runs this stage: Snakemake (its rules name the job's log), DVC (it sets DVC_STAGE), or a person."""
-    if os.environ.get(console.LOG_ENV):
-        return "snakemake"
-    return "dvc" if os.environ.get("DVC_STAGE") else "mnist-pipeline"
+    return "snakemake" if os.getenv(console.LOG_ENV) else "dvc" if os.getenv("DVC_STAGE") else "mnist-pipeline"
 
 
 def job_for(args: argparse.Namespace, checker: Recorder) -> Job | None:

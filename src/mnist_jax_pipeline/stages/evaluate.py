@@ -68,7 +68,7 @@ def evaluate(variant: str, processed_dir: str, root: str = ".") -> EvalMetrics:
 
 def main(args: argparse.Namespace) -> None:
     """`mnist-pipeline evaluate --variant V` (its parameters checked as the command starts, orchestration/run.py)."""
-    with timing_lock(f"evaluate@{args.variant}"):
+    with timing_lock(paths.job_name("evaluate", args.variant)):
         backend.start()
         metrics = evaluate(args.variant, args.processed, args.root)
     log.info("test accuracy %.2f%%, test loss %.4f", 100 * metrics.test_accuracy, metrics.test_loss)

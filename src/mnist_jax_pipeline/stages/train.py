@@ -82,7 +82,8 @@ def train(
     inputs = loop_inputs(params, data.train_images, data.train_labels)
     loop = loops.build(variant, inputs)
     steps = steps_per_epoch(len(data.train_labels), params.train.batch_size)
-    bar = EpochProgress(label or f"train@{variant.name}", params.train.epochs, steps, lambda: loop.steps_done)
+    job = paths.job_name("train", variant.name)
+    bar = EpochProgress(label or job, params.train.epochs, steps, lambda: loop.steps_done)
     history: list[EpochRow] = []
 
     def after_epoch(epoch: int, seconds: float, state: TrainState) -> None:
@@ -90,7 +91,7 @@ def train(
         _, test_acc = loss_and_accuracy(state.params, data.test_images, data.test_labels)
         if not math.isfinite(train_loss):
             raise PipelineError(
-                f"train@{variant.name}: the loss became {train_loss} at epoch {epoch}; lower train.step_size"
+                f"{job}: the loss became {train_loss} at epoch {epoch}; lower train.step_size"
                 f" (now {params.train.step_size}) in {source}. No model was written"
             )
         row = EpochRow(
@@ -137,7 +138,7 @@ def main(args: argparse.Namespace) -> None:
     """`mnist-pipeline train --variant V`: train, then write the model, metrics, run info and history."""
     params, variant, root = load(args.params), args.variant, args.root
     data = load_dataset(args.processed)
-    with timing_lock(f"train@{variant}") as conditions:
+    with timing_lock(paths.job_name("train", variant)) as conditions:
         backend.start()
         run, history = train(params, variant, data, label=console.job_label("train", variant, root), source=args.params)
     metrics = summarize(run, history, len(data.train_labels), params.train.batch_size)

@@ -62,6 +62,6 @@ def main(args: argparse.Namespace) -> None:
     if not trace.is_dir():
         raise PipelineError(
             f"{trace}: no trace; run the profile stage first: snakemake --cores all (or dvc repro"
-            f" profile@{args.variant})"
+            f" {paths.job_name('profile', args.variant)})"
         )
     serve(trace, checked_port(args.port))

@@ -3,6 +3,7 @@ while each variant trained (metrics/train/<variant>.run.json), in words."""
 
 from ...artefacts.training import RunInfo
 from ...config.params import Params
+from ...foundation.paths import job_name
 from ...foundation.runtime import BUSY_SHARE, LOCK_ENV
 from .formatting import percent, plain, seconds
 
@@ -33,7 +34,7 @@ def _others_share(run: RunInfo) -> float | None:
 def observed(variant: str, run: RunInfo) -> str:
     """What made the machine busy while train@<variant> was timed, in one clause:
     'other processes used 35 % of the CPU while train@jit ran (1-minute load 5.0 → 4.2 on 2 cores)'."""
-    job, share = f"train@{variant}", _others_share(run)
+    job, share = job_name("train", variant), _others_share(run)
     lock = "ran without the timing lock" if run.timing_lock != "held" else None
     if run.timing_lock == "not held":
         lock = f"{lock} after waiting {seconds(run.lock_wait_seconds)} for another job's"

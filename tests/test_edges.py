@@ -280,6 +280,18 @@ def test_a_params_file_over_the_cap_is_refused_before_it_is_read(project, name):
     )
 
 
+@pytest.mark.parametrize("option", ["--params", "preset"])
+def test_a_named_pipe_with_no_writer_is_read_as_empty_not_waited_on(project, option):
+    os.mkfifo(project / "pipe.yaml")
+    (project / "presets").mkdir()
+    os.mkfifo(project / "presets" / "pipe.yaml")
+    before = (project / "params.yaml").read_bytes()
+    args = ("--params", "pipe.yaml", "check") if option == "--params" else ("preset", "pipe")
+    line = one_line(cli(project, *args, timeout=60))
+    assert "pipe.yaml: " in line and ("expected a mapping" in line or "not a mapping" in line), line
+    assert (project / "params.yaml").read_bytes() == before
+
+
 def test_a_sweep_file_over_the_cap_is_refused(project):
     (project / "big.yaml").write_text("grid:\n  train.epochs: [1]\n" + "#" * MAX_FILE_BYTES)
     with pytest.raises(PipelineError, match=r"big.yaml: more than 1 MiB"):

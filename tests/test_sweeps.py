@@ -155,12 +155,19 @@ def test_a_sweep_file_name_is_checked(tmp_path, name, message):
         load(tmp_path / name, Path(__file__).resolve().parents[1] / "params.yaml")
 
 
-def test_a_bad_sweep_file_fails_the_sweeps_target_only(tmp_path):
+@pytest.mark.parametrize("kind", ["an unknown key", "a named pipe"])
+def test_a_bad_sweep_file_fails_the_sweeps_target_only(tmp_path, kind):
     ws = tiny_workspace(tmp_path, "bad")
     (ws / "sweeps" / "tiny.yaml").unlink()
-    (ws / "sweeps" / "broken.yaml").write_text("grid:\n  train.lr: [1]\n")
+    broken = ws / "sweeps" / "broken.yaml"
+    if kind == "a named pipe":  # with no writer: read as empty, not waited on
+        os.mkfifo(broken)
+    else:
+        broken.write_text("grid:\n  train.lr: [1]\n")
     warning = [line for line in sh(ws, "snakemake", "--dry-run", "--cores", "1").splitlines() if "warning:" in line]
-    assert len(warning) == 1 and "sweeps/broken.yaml" in warning[0] and "unknown key 'train.lr'" in warning[0]
+    assert len(warning) == 1 and "sweeps/broken.yaml" in warning[0], warning
+    expected = "unknown key 'train.lr'" if kind == "an unknown key" else "a sweep file is a mapping"
+    assert expected in warning[0], warning
     done = subprocess.run(["snakemake", "--cores", "1", "sweeps"], cwd=ws, capture_output=True, text=True)
     errors = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("error: ")]
     assert done.returncode != 0 and len(errors) == 1 and "sweeps/broken.yaml" in errors[0]
@@ -222,6 +229,14 @@ def test_snakemake_runs_the_points_sharing_the_upstream(tmp_path):
     (ws / "sweeps" / "tiny" / paths.COMPARE_HTML).unlink()
     assert ran(sh(ws, "snakemake", "--cores", "1", "sweeps")) == {"sweep_compare": 1}
     assert "edited" not in table.read_text()
+    for mine in (table, ws / "sweeps" / "tiny" / paths.COMPARE_RECORD):  # one beside the page compare did not make
+        kept = mine.read_bytes()
+        mine.write_text("mine\n")
+        done = subprocess.run(["mnist-pipeline", "compare", "--sweep", "tiny"], cwd=ws, capture_output=True, text=True)
+        assert done.returncode == 1 and done.stderr.count("error: ") == 1, done.stderr
+        assert f"error: {mine.relative_to(ws)}: a file `mnist-pipeline compare` did not make" in done.stderr
+        assert mine.read_text() == "mine\n"
+        mine.write_bytes(kept)
     assert "Nothing to be done" in sh(ws, "snakemake", "--cores", "1", "sweeps")
     # a page elsewhere leaves the sweep's own page, table and record as they are
     before = {p: p.read_bytes() for p in (ws / "sweeps" / "tiny").iterdir() if p.is_file()}

@@ -240,6 +240,9 @@ def main(args: argparse.Namespace, checked: tuple[sweeps.Sweep, Hashes] | None) 
         folder, runs = sweep.folder(), from_sweep(sweep)
         own = html_path == folder / paths.COMPARE_HTML  # the table and the record go with the sweep's own page
         csv_path = folder / paths.COMPARE_CSV if own else None
+        if own:  # the table and the record beside the page: new, or written by compare
+            atomic.claim(folder / paths.COMPARE_CSV, command="compare", signature=",".join(COLUMNS))
+            atomic.claim(folder / paths.COMPARE_RECORD, command="compare", signature=f'"{html_path.as_posix()}"')
         source = f"{sweeps.file(sweep.name)} ({sweep.variant})"
         made |= write(runs, differing(runs), f"sweep {sweep.name}", source, html_path, csv_path, "between the points")
         if own:  # the Snakefile checks the page against it

@@ -172,7 +172,8 @@ def yaml_text(path: str | Path, missing: str = "run from the project root or pas
     """The UTF-8 text of a parameters, preset or sweep file, refused once more than MAX_FILE_BYTES are read."""
 
     def capped(file: Path) -> bytes:
-        with open(file, "rb") as handle:
+        with open(fd := os.open(file, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:  # a FIFO with no writer: empty
+            os.set_blocking(fd, True)
             data = handle.read(MAX_FILE_BYTES + 1)
         if len(data) > MAX_FILE_BYTES:
             raise PipelineError(

@@ -97,6 +97,30 @@ def test_no_command_writes_over_a_file_it_did_not_make(
 
 
 @pytest.mark.parametrize("command", ["compare", "crate", "download", "preprocess"])
+def test_an_out_under_a_file_asks_for_another_out_and_keeps_the_file(
+    project: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    readme = project / "README.md"
+    before = readme.read_bytes()
+    assert main(argv(command, "README.md/x.html" if command == "compare" else "README.md/x")) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: README.md: not a folder, and README.md/x"), err
+    assert err[0].endswith("is written in it; choose another --out"), err
+    assert readme.read_bytes() == before
+
+
+def test_crate_at_its_default_place_asks_to_move_a_file_it_did_not_make(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    theirs = project / METADATA
+    theirs.write_text('{"@graph": []}\n')
+    assert main(["crate"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {METADATA}: a file `mnist-pipeline crate` did not make"), err
+    assert err[0].endswith("move it away") and theirs.read_text() == '{"@graph": []}\n'
+
+
+@pytest.mark.parametrize("command", ["compare", "crate", "download", "preprocess"])
 def test_no_command_replaces_a_link_it_did_not_make(
     project: Path, capsys: pytest.CaptureFixture[str], command: str
 ) -> None:

@@ -35,9 +35,8 @@ def claim(*outputs: str | Path, probe: bool = True, option: str = "", command: s
         folder = output.parent
         while not folder.is_dir():
             if folder.exists() or folder.is_symlink():
-                raise PipelineError(
-                    f"{folder}: not a folder, and {output} is written in it; move it away or delete it, then run again"
-                )
+                fix = f"choose another {option}" if option else "move it away or delete it, then run again"
+                raise PipelineError(f"{folder}: not a folder, and {output} is written in it; {fix}")
             folder = folder.parent
         try:
             if probe:

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from ...artefacts import atomic
 from ...artefacts.provenance import Hashes
-from ...foundation.errors import PipelineError
 from ...stages.report.provenance import git
 from . import build, records
 
@@ -25,9 +24,8 @@ def git_user() -> dict[str, str]:
 
 def main(args: argparse.Namespace) -> None:
     out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise PipelineError(f"--out {out}: not a folder; name the folder to write {METADATA} in")
-    atomic.claim(out / METADATA, option="--out", command="crate", signature=json.dumps(build.RUN_NAME))
+    option = "--out" if out != Path(".") else ""  # at the default place, a file in the way is to be moved
+    atomic.claim(out / METADATA, option=option, command="crate", signature=json.dumps(build.RUN_NAME))
     hashes = Hashes()
     jobs, warnings = records.recorded_jobs(hashes)
     for line in warnings:

@@ -104,8 +104,7 @@ def point_name(changes: dict[str, Any]) -> str:
     keys = [s if short.count(s) == 1 else key for s, key in zip(short, changes, strict=True)]
     name = ",".join(f"{k}={_label(v)}" for k, v in zip(keys, changes.values(), strict=True)) or "base"
     if len(name) > NAME_LIMIT:
-        digest = hashlib.sha256(name.encode()).hexdigest()[:10]
-        name = f"{name[: NAME_LIMIT - 11].rstrip(',=')}-{digest}"
+        name = f"{name[: NAME_LIMIT - 11].rstrip(',=')}-{hashlib.sha256(name.encode()).hexdigest()[:10]}"
     return name
 
 

@@ -167,6 +167,8 @@ def test_a_refusal_names_why(project: Path, capsys: pytest.CaptureFixture[str]) 
         "docs/page.html": "tracked by git",
         "metrics/evaluate/x.html": "inside metrics/evaluate/, a folder of the stages' per-variant outputs",
         "reports/profile/jit/trace/x.html": "inside reports/profile/, a folder of the stages' per-variant outputs",
+        "sweeps/s/p/models/x.html": "inside models/, a folder of the stages' per-variant outputs",
+        "sweeps/s/p/provenance/x.json": "inside provenance/, the provenance records",
         str(theirs / "page.html"): "a file `mnist-pipeline compare` did not make",
     }
     for target, reason in expected.items():

@@ -42,6 +42,7 @@ def not_ours(target: Path, command: str, signature: str, inside: str | None = No
     """Why `mnist-pipeline COMMAND` may not write `target`, or None."""
     resolved, here = target.resolve(), Path.cwd().resolve()
     inner = resolved.relative_to(here).parts if resolved.is_relative_to(here) else ()
+    inner = inner[3:] if len(inner) > 3 and inner[0] == paths.SWEEPS.name else inner  # a sweep point's, as the root's
     if folder := next((part for part in inner if part in NEVER_WRITTEN), ".git" if ".git" in resolved.parts else None):
         return f"inside {folder}/, {NEVER_WRITTEN[folder]}"
     if target.exists() and _tracked(target):

@@ -327,7 +327,9 @@ esac
     for command in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "0"]):
         sh(tmp_path, "git", *command)
     assert main(["sweep-queue", "--file", "tiny.yaml"]) == 0  # committed: the experiments are of this base
-    assert capsys.readouterr().err.count("already an experiment of this commit; not queued again") == len(POINTS)
+    skipped = capsys.readouterr().err
+    assert skipped.count("already an experiment of this commit; not queued again") == len(POINTS)
+    assert all(f"tiny-{point}: already" in skipped and f"dvc exp remove tiny-{point})" in skipped for point in POINTS)
     params = tmp_path / "params.yaml"
     params.write_text(params.read_text().replace("seed: 0 ", "seed: 1 ", 1))
     assert main(["sweep-queue", "--file", "tiny.yaml"]) == 1

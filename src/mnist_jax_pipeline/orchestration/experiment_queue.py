@@ -65,7 +65,7 @@ def queue(args: argparse.Namespace) -> None:
     queued = 0
     for name, command in commands.items():
         if name in taken:
-            print(f"{name}: {taken[name]}; not queued again", file=sys.stderr)
+            print(f"{name}: {taken[name]}; not queued again (to queue it anew: dvc exp remove {name})", file=sys.stderr)
             continue
         print(" ".join(command), file=sys.stderr)
         if subprocess.run(command).returncode != 0:

@@ -89,6 +89,19 @@ def test_a_damaged_metrics_file_is_called_damaged_and_named_with_the_stage_that_
     assert "metrics/train/jit_scan.json" in jit_scan and jit_scan.endswith("re-run the 'train@jit_scan' stage)")
 
 
+def test_a_metrics_file_that_holds_no_mapping_is_of_another_format_and_one_not_listed_is_not_run():
+    workspace = _entry("workspace", None, 0.01, 0.95, ["nojit", "jit"])
+    metrics = workspace["data"]["metrics"]
+    metrics[paths.EVAL_HEADLINE.at("jit").as_posix()] = {"data": {}}  # as `dvc exp show --json` gives `[1]`
+    del metrics[paths.TRAIN_HEADLINE.at("nojit").as_posix()]
+    rows, left_out = experiments.collect([workspace])
+    assert rows == [] and len(left_out) == 2
+    assert left_out[0] == "workspace · nojit (no metrics: not run)"
+    assert left_out[1] == (
+        "workspace · jit (metrics/evaluate/jit.json: metrics of another format; re-run the 'evaluate@jit' stage)"
+    )
+
+
 def test_accuracy_axes_stay_within_the_data():
     low, high = within([96.5, 99.9], top=100)
     assert 96 < low < 96.5 and 99.9 < high <= 100

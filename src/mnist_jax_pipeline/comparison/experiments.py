@@ -72,7 +72,7 @@ def _headline(metrics: dict[str, Any], artefact: paths.Artefact, model: type[Hea
     path = artefact.at(variant).as_posix()
     read = metrics.get(path) or {}
     error = (read.get("error") or {}).get("type")
-    if error in (None, "FileNotFoundError") and not read.get("data"):
+    if error == "FileNotFoundError" or not read:  # a file that is there but holds no mapping has empty data
         return "no metrics: not run"
     fix = f"re-run the '{artefact.stage(variant)}' stage"
     if error:

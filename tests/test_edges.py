@@ -274,10 +274,8 @@ def test_a_params_file_over_the_cap_is_refused_before_it_is_read(project, name):
     if name == "big.yaml":
         with open(project / name, "wb") as handle:
             handle.truncate(MAX_FILE_BYTES + 1)  # sparse: no 1 MiB written
-    line = one_line(cli(project, "--params", name, "check", timeout=60))  # /dev/zero used to be read forever
-    assert line == (
-        f"error: {name}: more than 1 MiB, the most a parameters, preset or sweep file may hold; check the path"
-    )
+    line = one_line(cli(project, "--params", name, "check", timeout=60))  # /dev/zero: refused, not read without end
+    assert line == (f"error: {name}: more than 1 MiB, more than such a file holds; check the path")
 
 
 @pytest.mark.parametrize("option", ["--params", "preset"])
@@ -290,6 +288,32 @@ def test_a_named_pipe_with_no_writer_is_read_as_empty_not_waited_on(project, opt
     line = one_line(cli(project, *args, timeout=60))
     assert "pipe.yaml: " in line and ("expected a mapping" in line or "not a mapping" in line), line
     assert (project / "params.yaml").read_bytes() == before
+
+
+def replace_with(path: Path, special: str) -> None:
+    path.unlink()
+    if special == "pipe":
+        os.mkfifo(path)
+    else:
+        path.symlink_to(special)
+
+
+@pytest.mark.parametrize("special", ["pipe", "/dev/zero"])
+def test_a_pipe_or_a_device_in_place_of_an_output_or_a_record_is_answered_at_once(project, special):
+    """explain, crate and a stage's checks neither wait on a pipe with no writer nor read a device without end."""
+    write_raw(project / "data" / "raw")
+    adopt(project)
+    manifest = f"{paths.RAW.path}/manifest.json"
+    replace_with(project / manifest, special)
+    said = cli(project, "explain", manifest, timeout=60).stdout
+    assert "  file      differs from its record: sha256 special:" in said, said
+    assert one_line(cli(project, "preprocess", timeout=60)).startswith(f"error: {manifest}: changed since")
+    replace_with(project / "provenance/download.json", special)
+    said = cli(project, "explain", manifest, timeout=60).stdout
+    assert "(provenance/download.json: not a record of this job)" in said, said
+    assert one_line(cli(project, "crate", timeout=60)).startswith(
+        "error: provenance/download.json: not a provenance record (unreadable or damaged);"
+    )
 
 
 def test_a_sweep_file_over_the_cap_is_refused(project):

@@ -76,11 +76,15 @@ def stranger(project: Path) -> Path:
     outside.mkdir(exist_ok=True)
     (outside / METADATA).write_text('{"@graph": []}\n')
     (outside / "page.html").write_text("<html>their page</html>\n")
+    if not (outside / "pipe").exists():
+        os.mkfifo(outside / "pipe")  # read for a signature, it must not be waited on
     return outside
 
 
 @pytest.mark.parametrize("command", ["compare", "crate", "download", "preprocess"])
-@pytest.mark.parametrize("target", [".git/config", ".git", "params.yaml", "README.md", "theirs/page.html", "theirs"])
+@pytest.mark.parametrize(
+    "target", [".git/config", ".git", "params.yaml", "README.md", "theirs/page.html", "theirs", "theirs/pipe"]
+)
 def test_no_command_writes_over_a_file_it_did_not_make(
     project: Path, capsys: pytest.CaptureFixture[str], command: str, target: str
 ) -> None:

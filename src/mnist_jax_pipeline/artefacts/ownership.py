@@ -6,6 +6,7 @@ import subprocess
 from pathlib import Path
 
 from ..foundation import paths
+from ..foundation.errors import read_bytes
 
 NEVER_WRITTEN = {  # folders no command writes into on a path given on its command line
     ".git": "git's own files",
@@ -33,8 +34,8 @@ def _made_by(target: Path, signature: str, inside: str | None) -> bool:
         return True
     if not signature:
         return any((target / name).exists() for name in (paths.PARAMS, paths.PROVENANCE))
-    with contextlib.suppress(OSError), open(target / inside if inside else target, "rb") as file:
-        return signature.encode() in file.read(SIGNATURE_BYTES)
+    with contextlib.suppress(OSError):
+        return signature.encode() in read_bytes(target / inside if inside else target, SIGNATURE_BYTES)
     return False
 
 

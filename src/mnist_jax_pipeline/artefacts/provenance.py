@@ -35,7 +35,10 @@ class Record(JsonModel):
 
 
 def file_sha256(path: Path) -> str:
-    """SHA-256 of a file's bytes, through symbolic links; a link that leads nowhere, by the path it names."""
+    """SHA-256 of a file's bytes, through symbolic links; a link that leads nowhere, by the path it names; a pipe
+    or a device, which need not end, by the path it is at."""
+    if path.exists() and not (path.is_file() or path.is_dir()):
+        return "special:" + hashlib.sha256(os.fsencode(os.path.realpath(path))).hexdigest()
     try:
         with open(path, "rb") as handle:
             return hashlib.file_digest(handle, "sha256").hexdigest()
@@ -57,7 +60,7 @@ def ignored(name: str) -> bool:
 def files_under(path: Path) -> list[Path]:
     """The file itself, or every file below a folder, sorted; a link back into a folder already walked
     counts as a file, so a loop ends."""
-    if path.is_file() or (path.is_symlink() and not path.is_dir()):
+    if (path.exists() or path.is_symlink()) and not path.is_dir():
         return [path]
     found: list[Path] = []
     seen = {os.path.realpath(path)}

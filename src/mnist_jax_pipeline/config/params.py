@@ -169,20 +169,8 @@ def validate(raw: Any, source: str = paths.PARAMS) -> Params:
 
 
 def yaml_text(path: str | Path, missing: str = "run from the project root or pass --params") -> str:
-    """The UTF-8 text of a parameters, preset or sweep file, refused once more than MAX_FILE_BYTES are read."""
-
-    def capped(file: Path) -> bytes:
-        with open(fd := os.open(file, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:  # a FIFO with no writer: empty
-            os.set_blocking(fd, True)
-            data = handle.read(MAX_FILE_BYTES + 1)
-        if len(data) > MAX_FILE_BYTES:
-            raise PipelineError(
-                f"{file}: more than {MAX_FILE_BYTES // 2**20} MiB, the most a parameters, preset or sweep file"
-                " may hold; check the path"
-            )
-        return data
-
-    return read_text(path, missing, "save the file as UTF-8", read=capped)
+    """The UTF-8 text of a parameters, preset or sweep file, refused past MAX_FILE_BYTES."""
+    return read_text(path, missing, "save the file as UTF-8", MAX_FILE_BYTES)
 
 
 def _values(node: Any, key: str = "") -> Iterator[tuple[str, Any]]:

@@ -1,7 +1,9 @@
 """The one error type the pipeline reports as a single line, and the reading of text files through it."""
 
-from collections.abc import Callable
+import os
 from pathlib import Path
+
+MAX_READ_BYTES = 2**26  # a record or metrics file holds a few KiB; /dev/zero is refused, not read for ever
 
 
 class PipelineError(Exception):
@@ -23,12 +25,21 @@ def remake(path: object, what: str, made_by: str) -> PipelineError:
     return PipelineError(f"{path}: {what}; re-run the '{made_by}' stage")
 
 
-def read_text(path: str | Path, missing: str, damaged: str, read: Callable[[Path], bytes] = Path.read_bytes) -> str:
-    """A file's UTF-8 text; a missing, unreadable or non-UTF-8 file is one line, with `missing` or `damaged`
-    as the fix. `read` reads the bytes (a capped read, say)."""
+def read_bytes(path: str | Path, limit: int) -> bytes:
+    """At most `limit` + 1 bytes of a file; a pipe with no writer reads as empty rather than waiting for one."""
+    with open(fd := os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
+        os.set_blocking(fd, True)
+        return handle.read(limit + 1)
+
+
+def read_text(path: str | Path, missing: str, damaged: str, limit: int = MAX_READ_BYTES) -> str:
+    """A file's UTF-8 text; a missing, unreadable, oversized or non-UTF-8 file is one line, with `missing` or
+    `damaged` as the fix."""
     path = Path(path)
     try:
-        return read(path).decode("utf-8")
+        if len(data := read_bytes(path, limit)) > limit:
+            raise PipelineError(f"{path}: more than {limit // 2**20} MiB, more than such a file holds; check the path")
+        return data.decode("utf-8")
     except FileNotFoundError as err:
         raise PipelineError(f"{path}: missing; {missing}") from err
     except IsADirectoryError as err:

@@ -33,7 +33,7 @@ NO_STAGE = (
 
 
 def short(digest: str) -> str:
-    """The first 8 hex digits of a digest ('symlink:' digests keep their prefix)."""
+    """The first 8 hex digits of a digest ('symlink:' and 'special:' digests keep their prefix)."""
     return digest[: digest.rfind(":") + 9]
 
 

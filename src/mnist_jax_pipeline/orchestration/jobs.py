@@ -9,7 +9,7 @@ from ..artefacts import atomic
 from ..artefacts.provenance import Execution, Hashes, Record, file_sha256, files_under
 from ..config.params import Params
 from ..foundation import LOADED_NS, versions
-from ..foundation.errors import PipelineError
+from ..foundation.errors import PipelineError, read_text
 from ..foundation.paths import CODE, PARAMS, RUNTIME_LOCK, SWEEPS, job_name
 from . import stage_table
 
@@ -35,8 +35,8 @@ class Job:
     def read_record(self) -> Record | None:
         """Its record, or None where there is none that can be read."""
         try:
-            return Record.model_validate_json(self.record_path.read_bytes())
-        except (OSError, ValueError):  # pydantic's ValidationError is a ValueError
+            return Record.model_validate_json(read_text(self.record_path, "", ""))
+        except (PipelineError, ValueError):  # pydantic's ValidationError is a ValueError
             return None
 
     def outputs(self) -> list[Path]:

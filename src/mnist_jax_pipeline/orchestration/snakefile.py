@@ -28,7 +28,7 @@ from ..config import sweeps
 from ..config.params import load
 from ..foundation import paths, stops
 from ..foundation.console import job_label
-from ..foundation.errors import PipelineError
+from ..foundation.errors import PipelineError, read_text
 from ..foundation.runtime import LOCK_ENV
 from . import dvc_lock, freshness, run, stage_table
 from .jobs import Job, all_jobs
@@ -160,8 +160,8 @@ class Pipeline:
             for point in sweep.points:
                 folder = sweep.folder(point)
                 have: dict[str, Any] = {}
-                with contextlib.suppress(OSError, yaml.YAMLError):
-                    have = yaml.safe_load((folder / paths.PARAMS).read_text(encoding="utf-8")) or {}
+                with contextlib.suppress(PipelineError, yaml.YAMLError):
+                    have = yaml.safe_load(read_text(folder / paths.PARAMS, "", "")) or {}
                 wanted = sweep.read_by_point(point)
                 differs = {section: have.get(section) for section in wanted} != wanted
                 reasons = [f"{folder}/params.yaml: not the sweep's point"] if differs else None
@@ -175,9 +175,9 @@ class Pipeline:
     def compared(self, sweep: sweeps.Sweep, made: list[Path]) -> list[str] | None:
         """Why the sweep's comparison is not current: its record lists other files of the points or its own."""
         try:
-            recorded = json.loads(made[2].read_text(encoding="utf-8"))
+            recorded = json.loads(read_text(made[2], "", ""))
             now = self.checker.hashes.tree([*sweep.compared_from(), *made[:2]])
-        except (OSError, ValueError):
+        except (OSError, ValueError, PipelineError):
             recorded = None
         if not isinstance(recorded, dict):
             return [f"{made[2]}: missing or not a record"]

@@ -11,7 +11,7 @@ from ...artefacts.provenance import Hashes, Record
 from ...config import sweeps
 from ...config.params import load
 from ...foundation import paths
-from ...foundation.errors import PipelineError, clip
+from ...foundation.errors import PipelineError, clip, read_text
 from .. import stage_table
 from ..jobs import Job, Recorder, all_jobs
 from ..points import point_params
@@ -69,8 +69,8 @@ def read(path: Path, hashes: Hashes) -> RecordedJob | str:
     """The job a record describes, or why it is left out (one line): unreadable, not this job's, stating what cannot
     be so, or a file it names now missing or changed."""
     try:
-        record = Record.model_validate_json(path.read_bytes())
-    except (OSError, ValueError):  # pydantic's ValidationError is a ValueError
+        record = Record.model_validate_json(read_text(path, "", ""))
+    except (PipelineError, ValueError):  # pydantic's ValidationError is a ValueError
         return f"{path}: not a provenance record (unreadable or damaged); re-run the stage that wrote it"
     name, _, variant = record.stage.partition("@")
     stage = next((stage for stage in stage_table.STAGES if stage.name == name), None)
@@ -81,7 +81,7 @@ def read(path: Path, hashes: Hashes) -> RecordedJob | str:
         return f"{job.label} left out: {path}: {wrong}; re-run it to record it again ({RERUN})"
     for file, digest in sorted({**record.code, **record.inputs, **record.outputs}.items()):
         if not Path(file).is_file() or hashes.of(Path(file)) != digest:
-            state = f"changed since '{record.stage}' recorded it" if Path(file).is_file() else "missing"
+            state = f"changed since '{record.stage}' recorded it" if Path(file).exists() else "missing"
             return f"{job.label} left out: {file}: {state}; re-run it to describe it ({RERUN})"
     return job
 

@@ -290,6 +290,13 @@ def test_a_named_pipe_with_no_writer_is_read_as_empty_not_waited_on(project, opt
     assert (project / "params.yaml").read_bytes() == before
 
 
+def test_a_pipe_with_a_writer_is_read_to_its_end(project):
+    """--params <(...): a process substitution, whose writer may start late, is read as the file it carries."""
+    command = f"{BIN / 'mnist-pipeline'} --params <(sleep 1; cat params.yaml) check"
+    done = subprocess.run(["bash", "-c", command], cwd=project, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and ": valid (sha256 " in done.stdout, done.stderr
+
+
 def replace_with(path: Path, special: str) -> None:
     path.unlink()
     if special == "pipe":

@@ -117,6 +117,8 @@ def test_a_path_under_a_sweep_there_is_no_file_for_is_not_an_output(tmp_path: Pa
     (tmp_path / "sweeps/lr.sweep.yaml").write_text("grid: {train.step_size: [0.1]}\n")  # a name with a dot in it
     lines = explained(tmp_path, "sweeps/lr.sweep/base/models/jit.safetensors", capsys, monkeypatch)
     assert line(lines, "made by").endswith(": no sweeps/lr.sweep/base/params.yaml)")
+    lines = explained(tmp_path, "sweeps/lr.sweep/nope/models/jit.safetensors", capsys, monkeypatch)
+    assert line(lines, "fix") == "list the point in sweeps/lr.sweep.yaml"  # re-running the sweep would not make it
 
 
 def test_digests_are_shortened() -> None:

@@ -189,10 +189,10 @@ def explain(path: str, params_path: str = paths.PARAMS) -> list[str]:
     if point and not job.root.exists() and not Path(sweep_file).exists():
         raise PipelineError(f"{path}: not an output of any stage; no sweep file {sweep_file} gives it")
     params_file = job.root / paths.PARAMS if point else Path(params_path)
-    if point and not params_file.is_file():  # the point is not written yet (the project's own: load says so)
-        return not_recorded(rel, job, f"no {params_file}")
     swept = point_params(job.root, params_path) if point else None  # what the point's sweep file gives it now
     gone = swept if isinstance(swept, str) else None
+    if point and not params_file.is_file():  # the point is not written yet (the project's own: load says so)
+        return not_recorded(rel, job, f"no {params_file}", gone.rpartition("; ")[2] if gone else None)
     checker = Checker(swept, sweep_file) if isinstance(swept, Params) else Checker(load(params_file), str(params_file))
     if (record := job.read_record()) is None or record.stage != job.name:
         why = "not a record of this job" if job.record_path.exists() else "no such record"

@@ -28,7 +28,7 @@ def point_params(folder: Path, params_path: str | Path = paths.PARAMS) -> Params
     """The parameters that its sweep file now gives the point whose folder is `folder` (sweeps/<sweep>/<point>), or
     why it gives none (the file is missing or not valid, or does not list the point) with the fix."""
     file = sweeps.file(folder.parent.name)
-    fix = f"list the point in {file}, or delete {folder}"
+    fix = f"list the point in {file}" + (f", or delete {folder}" if folder.exists() else "")
     if not file.is_file():
         return f"{file}: missing, so no sweep lists the point '{folder.name}'; {fix}"
     try:

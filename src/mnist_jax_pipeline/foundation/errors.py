@@ -32,7 +32,7 @@ def read_bytes(path: str | Path, limit: int) -> bytes:
         return handle.read(limit + 1)
 
 
-def read_text(path: str | Path, missing: str, damaged: str, limit: int = MAX_READ_BYTES) -> str:
+def read_text(path: str | Path, missing: str = "", damaged: str = "", limit: int = MAX_READ_BYTES) -> str:
     """A file's UTF-8 text; a missing, unreadable, oversized or non-UTF-8 file is one line, with `missing` or
     `damaged` as the fix."""
     path = Path(path)

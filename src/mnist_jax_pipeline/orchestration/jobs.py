@@ -35,7 +35,7 @@ class Job:
     def read_record(self) -> Record | None:
         """Its record, or None where there is none that can be read."""
         try:
-            return Record.model_validate_json(read_text(self.record_path, "", ""))
+            return Record.model_validate_json(read_text(self.record_path))
         except (PipelineError, ValueError):  # pydantic's ValidationError is a ValueError
             return None
 

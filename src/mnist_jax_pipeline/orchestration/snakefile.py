@@ -161,7 +161,7 @@ class Pipeline:
                 folder = sweep.folder(point)
                 have: dict[str, Any] = {}
                 with contextlib.suppress(PipelineError, yaml.YAMLError):
-                    have = yaml.safe_load(read_text(folder / paths.PARAMS, "", "")) or {}
+                    have = yaml.safe_load(read_text(folder / paths.PARAMS)) or {}
                 wanted = sweep.read_by_point(point)
                 differs = {section: have.get(section) for section in wanted} != wanted
                 reasons = [f"{folder}/params.yaml: not the sweep's point"] if differs else None
@@ -175,7 +175,7 @@ class Pipeline:
     def compared(self, sweep: sweeps.Sweep, made: list[Path]) -> list[str] | None:
         """Why the sweep's comparison is not current: its record lists other files of the points or its own."""
         try:
-            recorded = json.loads(read_text(made[2], "", ""))
+            recorded = json.loads(read_text(made[2]))
             now = self.checker.hashes.tree([*sweep.compared_from(), *made[:2]])
         except (OSError, ValueError, PipelineError):
             recorded = None

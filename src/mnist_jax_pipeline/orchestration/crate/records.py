@@ -69,7 +69,7 @@ def read(path: Path, hashes: Hashes) -> RecordedJob | str:
     """The job a record describes, or why it is left out (one line): unreadable, not this job's, stating what cannot
     be so, or a file it names now missing or changed."""
     try:
-        record = Record.model_validate_json(read_text(path, "", ""))
+        record = Record.model_validate_json(read_text(path))
     except (PipelineError, ValueError):  # pydantic's ValidationError is a ValueError
         return f"{path}: not a provenance record (unreadable or damaged); re-run the stage that wrote it"
     name, _, variant = record.stage.partition("@")

@@ -183,6 +183,17 @@ def test_a_refusal_names_why(project: Path, capsys: pytest.CaptureFixture[str]) 
         )
 
 
+@pytest.mark.parametrize(("command", "target"), [("download", "data/raw/new"), ("preprocess", "data/processed/x")])
+def test_an_out_inside_the_commands_own_output_folder_is_refused(
+    project: Path, capsys: pytest.CaptureFixture[str], command: str, target: str
+) -> None:
+    """DVC replaces a stage's output folder whole: a folder written inside it would be lost."""
+    assert main(argv(command, target)) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: --out {target}: an output of the '{command}' stage;"), err
+    assert not (project / target).exists()
+
+
 def test_compare_refuses_a_file_it_did_not_make_at_its_default_path(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

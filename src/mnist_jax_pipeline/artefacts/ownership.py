@@ -52,7 +52,7 @@ def not_ours(target: Path, command: str, signature: str, inside: str | None = No
         return "a parameters file"
     if shared := next((f for f in VARIANT_FOLDERS if f in Path(*inner).parents), None):
         return f"inside {shared.as_posix()}/, a folder of the stages' per-variant outputs"
-    if (owner := owner_of(inner)) is not None and owner != command:
+    if (owner := owner_of(inner)) is not None:  # its own too: DVC replaces an output folder whole
         return f"an output of the '{owner}' stage"
     if not _made_by(target, signature, inside):
         return f"a {'folder' if target.is_dir() else 'file'} `mnist-pipeline {command}` did not make"

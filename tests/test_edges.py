@@ -675,10 +675,12 @@ def test_a_setting_that_names_a_project_file_never_changes_it(project, variable)
     assert (project / "params.yaml").read_bytes() == before
 
 
-def test_a_log_file_in_a_folder_that_is_not_there_is_refused_before_the_work(project):
-    """Snakemake makes a job's log folder; by hand, a log setting in no folder would fail only at the first line
-    logged, after the work."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "MNIST_PIPELINE_LOG": str(project / "gone" / "x.log")}
+@pytest.mark.parametrize("log", ["gone/x.log", "a" * 300 + ".log", "pipe.log"])
+def test_a_log_file_in_a_folder_that_is_not_there_is_refused_before_the_work(project, log):
+    """Snakemake makes a job's log folder; by hand, a log setting in no folder (or one no file can have: too long a
+    name, a pipe) would fail only at the first line logged, after the work."""
+    os.mkfifo(project / "pipe.log")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "MNIST_PIPELINE_LOG": str(project / log)}
     done = subprocess.run(
         [str(BIN / "mnist-pipeline"), "check"], cwd=project, env=env, capture_output=True, text=True, timeout=300
     )

@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from .errors import PipelineError
+from .errors import PipelineError, clip
 from .paths import SWEEPS, job_name
 
 LOG_ENV = "MNIST_PIPELINE_LOG"
@@ -29,13 +29,13 @@ def job_label(stage: str, variant: str | None = None, root: str | Path = ".") ->
 
 def log_file() -> Path | None:
     """The job's log file (MNIST_PIPELINE_LOG), which must be a `.log` file in a folder; None when unset."""
-    setting = os.environ.get(LOG_ENV, "")
+    if not (setting := os.environ.get(LOG_ENV, "")):
+        return None
     path = Path(setting)
-    if setting and (not setting.endswith(".log") or (path.exists() and not path.is_file()) or not path.parent.is_dir()):
-        raise PipelineError(
-            f"{LOG_ENV}={setting}: not a .log file in a folder; unset it (the Snakemake rules set it per job)"
-        )
-    return path if setting else None
+    with contextlib.suppress(OSError):  # a name too long for the file system, say, is refused too
+        if setting.endswith(".log") and path.parent.is_dir() and (path.is_file() or not path.exists()):
+            return path
+    raise PipelineError(f"{LOG_ENV}={clip(setting)}: not a .log file in a folder; unset it (Snakemake's rules set it)")
 
 
 def _install(logger: logging.Logger, handlers: list[logging.Handler], fmt: logging.Formatter) -> None:

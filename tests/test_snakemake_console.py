@@ -165,6 +165,17 @@ def _read_only_reports(ws: Path) -> dict:
     }
 
 
+def _read_only_parent_of_a_folder_output(ws: Path) -> dict:
+    """The profile stage puts its folder in place whole: it writes beside the folder, in reports/profile."""
+    (ws / "reports/profile/nojit/summary.json").unlink()
+    (ws / "reports/profile").chmod(0o555)
+    return {
+        "line": "error: reports/profile: cannot write (Permission denied), and reports/profile/nojit is written"
+        " there; make it writable (chmod u+w reports/profile) or run in a writable copy of the project",
+        "prefix": tuple(without_root_powers()),
+    }
+
+
 def _read_only_home(ws: Path) -> dict:
     home = ws.parent / "home"
     home.mkdir(mode=0o555)
@@ -179,8 +190,8 @@ def _read_only_home(ws: Path) -> dict:
 
 @pytest.mark.parametrize(
     "case",
-    [_models_a_file, _read_only_reports, _read_only_home],
-    ids=["models-a-file", "read-only-reports", "read-only-home"],
+    [_models_a_file, _read_only_reports, _read_only_parent_of_a_folder_output, _read_only_home],
+    ids=["models-a-file", "read-only-reports", "read-only-profile-folder", "read-only-home"],
 )
 def test_a_place_snakemake_cannot_write_is_one_line_naming_it_and_the_fix(ran, tmp_path, case):
     ws = copy_workspace(ran[0], tmp_path, "ws")
@@ -190,6 +201,7 @@ def test_a_place_snakemake_cannot_write_is_one_line_naming_it_and_the_fix(ran, t
         status, lines = snakemake(ws, "--cores", "all", prefix=setup.get("prefix", ()), **environ)
     finally:
         (ws / "reports").chmod(0o755)
+        (ws / "reports/profile").chmod(0o755)
     shown = "\n".join(lines)
     assert status != 0 and "Traceback" not in shown, shown
     assert [line for line in lines if line.startswith("error: ")] == [setup["line"]], shown

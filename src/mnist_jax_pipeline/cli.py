@@ -17,9 +17,7 @@ def _common(parser: argparse.ArgumentParser, default: bool) -> None:
     """--params and --verbose, before or after the command (after it, an option left out keeps its value)."""
     params, verbose = (paths.PARAMS, False) if default else (argparse.SUPPRESS, argparse.SUPPRESS)
     parser.add_argument("--params", default=params, help="parameters file (default: params.yaml)")
-    parser.add_argument(
-        "--verbose", "-v", action="store_true", default=verbose, help="debug logging and full tracebacks"
-    )
+    parser.add_argument("--verbose", "-v", action="store_true", default=verbose, help="debug logs, full tracebacks")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -146,7 +146,7 @@ class Pipeline:
         self.mark_sweeps()
 
     @staticmethod
-    def refuse(outputs: list[str], probe: bool) -> None:
+    def refuse(outputs: Iterable[str | Path], probe: bool) -> None:
         """Stop the run with one line, before any job, where an output could not be written."""
         try:
             atomic.claim(*outputs, Path("logs/check.log"), probe=probe)
@@ -225,7 +225,9 @@ class Pipeline:
         force = self.workflow.dag_settings  # known once the DAG is built, not yet while the Snakefile is read
         # Snakemake plans before any job runs: a job current by content ends at once, unless the run forces jobs
         os.environ[run.CUTOFF] = "" if force.forceall or force.forcerun or force.forcetargets else "1"
-        self.refuse([p for job in self.workflow.dag.needrun_jobs() for p in [*job.output, *job.log]], probe=True)
+        outputs = [p for job in self.workflow.dag.needrun_jobs() for p in [*job.output, *job.log]]
+        whole = [p for job in self.jobs if job.record_path.as_posix() in outputs for p in job.outputs()]  # its folders
+        self.refuse([*outputs, *whole], probe=True)
         self.lock.hold()
 
     def finish(self, succeeded: bool) -> None:

@@ -102,7 +102,9 @@ def test_console_script_exit_status():
         text=True,
     )
     assert done.returncode == 1
-    assert done.stderr.strip() == "error: /nonexistent.yaml: missing; run from the project root or pass --params"
+    assert (
+        done.stderr.strip() == "error: /nonexistent.yaml: missing; run from the project root, or give --params a file"
+    )
 
 
 def test_version_is_the_installed_packages(capsys):

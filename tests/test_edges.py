@@ -147,7 +147,7 @@ def test_a_latin1_byte_in_a_comment_is_one_line(project):
 def test_params_naming_a_folder_is_one_line(project):
     (project / "folder").mkdir()
     assert one_line(cli(project, "--params", "folder", "check")) == (
-        "error: folder: is a folder, not a file; run from the project root or pass --params"
+        "error: folder: is a folder, not a file; run from the project root, or give --params a file"
     )
 
 

@@ -168,7 +168,7 @@ def validate(raw: Any, source: str = paths.PARAMS) -> Params:
         raise PipelineError(f"{source}: {describe(first, Params)}") from err
 
 
-def yaml_text(path: str | Path, missing: str = "run from the project root or pass --params") -> str:
+def yaml_text(path: str | Path, missing: str = "run from the project root, or give --params a file") -> str:
     """The UTF-8 text of a parameters, preset or sweep file, refused past MAX_FILE_BYTES."""
     return read_text(path, missing, "save the file as UTF-8", MAX_FILE_BYTES)
 
@@ -205,7 +205,7 @@ def parse_yaml(text: str, path: str | Path) -> Any:
     return data
 
 
-def read_yaml(path: str | Path, missing: str = "run from the project root or pass --params") -> Any:
+def read_yaml(path: str | Path, missing: str = "run from the project root, or give --params a file") -> Any:
     """A YAML file read as DVC reads params.yaml; `missing` is the fix an absent file's line gives."""
     return parse_yaml(yaml_text(path, missing), path)
 

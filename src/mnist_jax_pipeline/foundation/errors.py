@@ -45,7 +45,7 @@ def read_text(path: str | Path, missing: str = "", damaged: str = "", limit: int
     except IsADirectoryError as err:
         raise PipelineError(f"{path}: is a folder, not a file; {missing}") from err
     except OSError as err:
-        raise PipelineError(f"{path}: cannot read ({err.strerror}); check its permissions") from err
+        raise PipelineError(f"{path}: cannot read ({err.strerror}); check the path and its permissions") from err
     except UnicodeDecodeError as err:
         line = err.object.count(b"\n", 0, err.start) + 1
         raise PipelineError(

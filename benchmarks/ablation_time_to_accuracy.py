@@ -24,6 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_time_to_accuracy as tta  # noqa: E402
+from outputs import refuse_foreign  # noqa: E402
 
 from mnist_jax_pipeline.artefacts.storage import write_json  # noqa: E402
 from mnist_jax_pipeline.foundation.runtime import device_info  # noqa: E402
@@ -164,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json-output", type=Path)
     parser.add_argument("--markdown-output", type=Path)
     args = parser.parse_args(argv)
+    refuse_foreign(args.json_output, '"rows"', "--json-output")
+    refuse_foreign(args.markdown_output, "# Time to ", "--markdown-output")
 
     raw = with_changes(tta.load_params(args.params, []), VALIDATION)
     seeds = [int(s) for s in args.seeds.split(",") if s]

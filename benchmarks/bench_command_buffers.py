@@ -85,6 +85,9 @@ def main() -> int:
     parser.add_argument("--output", type=Path, help="also write the JSON to this file")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    from outputs import refuse_foreign  # beside this script
+
+    refuse_foreign(args.output, "XLA command buffers for while loops")
     if args.child:
         print(json.dumps(child(args.processed, args.params, args.epochs)))
         return 0

@@ -242,6 +242,9 @@ def main() -> int:
         " the download stage is then not run (default: download it)",
     )
     args = parser.parse_args()
+    from outputs import refuse_foreign  # beside this script
+
+    refuse_foreign(args.output, '"noop_ratio_snakemake"')
     if args.raw is None and not os.environ.get("MNIST_MIRROR"):
         raise SystemExit("set MNIST_MIRROR to the folder with the four MNIST .gz files, or give --raw")
     for given in filter(None, (args.params, args.raw)):

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 from mnist_files import read_split
+from outputs import refuse_foreign
 from ruamel.yaml import YAML
 
 from mnist_jax_pipeline.artefacts.dataset import load_raw_split, read_manifest
@@ -213,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--output", type=Path, help="also write the JSON to this file")
     args = parser.parse_args(argv)
+    refuse_foreign(args.output, '"per_seed"')
     start()  # JAX as the stages start it: deterministic GPU ops, full-precision float32 matmuls
 
     raw = load_params(args.params, args.set)

@@ -42,6 +42,7 @@ import jax
 import numpy as np
 import roofline
 from mnist_files import read_split
+from outputs import refuse_foreign
 from tutorial_loop import TutorialLoop
 
 from mnist_jax_pipeline.artefacts.storage import write_json
@@ -422,6 +423,7 @@ def main(argv: list[str] | None = None) -> int:
         " in every other round, so epochs with and without it compare side by side",
     )
     args = parser.parse_args(argv)
+    refuse_foreign(args.output, '"all_epoch_seconds"')
     names = [v for v in args.variants.split(",") if v]
     unknown = sorted(set(names) - {TUTORIAL, *variants.names()})
     if unknown or not names:

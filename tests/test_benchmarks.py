@@ -36,6 +36,28 @@ def bench(
     return done
 
 
+@pytest.mark.parametrize(
+    ("script", "option"),
+    [
+        ("bench_train.py", "--output"),
+        ("bench_time_to_accuracy.py", "--output"),
+        ("bench_command_buffers.py", "--output"),
+        ("bench_pipeline.py", "--output"),
+        ("ablation_time_to_accuracy.py", "--json-output"),
+        ("ablation_time_to_accuracy.py", "--markdown-output"),
+    ],
+)
+def test_a_benchmark_writes_over_no_file_it_did_not_make(tmp_path: Path, script: str, option: str):
+    """Refused before the work, in one line: a user's file, or a folder."""
+    theirs = tmp_path / "theirs.json"
+    theirs.write_text("{}\n")
+    for target in (theirs, tmp_path):
+        done = bench(script, option, target, cwd=tmp_path, allowed=(1,))
+        expected = f"error: {option} {target}: not a file this benchmark wrote; choose another path"
+        assert done.stderr.strip().splitlines() == [expected], done.stderr
+    assert theirs.read_text() == "{}\n"
+
+
 def finite(value: Any, positive: bool = True) -> bool:
     """A real number (not a bool), finite, and above 0 where `positive`."""
     ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, compiling_afresh, write_raw
+from conftest import ROOT, adopt, compiling_afresh, write_raw
+from mnist_jax_pipeline.config.params import load
 from pythons import find_python, make_venv
 
 sys.path.insert(0, str(ROOT / "tools"))
@@ -163,6 +164,23 @@ def test_prepare_refuses_a_data_raw_that_is_not_the_download_stages_output(tmp_p
     with pytest.raises(device_run.UserError, match="run `mnist-pipeline download` there again"):
         device_bundle.prepare(tmp_path / "bundle", project, "3.12", "manylinux2014_x86_64", None)
     assert not (tmp_path / "bundle").exists()
+
+
+def test_prepare_writes_over_no_file_it_did_not_make(tmp_path):
+    """A bundle folder may be new, empty or a bundle: a file of the user's in it, or a file in its place, is kept."""
+    project = tiny_project(tmp_path / "project")
+    adopt(project, params=load(ROOT / "params.yaml"))
+    bundle, a_file = tmp_path / "bundle", tmp_path / "a-file"
+    bundle.mkdir()
+    (bundle / "bundle.json").write_text("{}\n")
+    (bundle / "notes.txt").write_text("mine\n")
+    a_file.write_text("mine\n")
+    for dest in (bundle, a_file):
+        with pytest.raises(device_run.UserError, match="a file, or a folder with files this script did not write"):
+            device_bundle.prepare(dest, project, "3.12", "manylinux2014_x86_64", None)
+    assert (bundle / "notes.txt").read_text() == "mine\n" and a_file.read_text() == "mine\n"
+    with pytest.raises(device_run.UserError, match=r"--installed .*gone.txt: cannot read it"):
+        device_bundle.prepare(tmp_path / "new", project, "3.12", "manylinux2014_x86_64", tmp_path / "gone.txt")
 
 
 def test_import_files_a_run_under_its_date_and_device(tmp_path):

@@ -25,6 +25,7 @@ FROM_HELP = "where the download stage ran: its data/raw and provenance/download.
 VERSION_HELP = "the target's Python (default: this one's, %(default)s)"
 # what the stages, the benchmarks and the accelerator tier import; these and what they need are the wheels
 RUN_NEEDS = ["jax", "numpy", "optax", "safetensors", "pyyaml", "ruamel.yaml", "pydantic", "pydantic-core", "jinja2"]
+BUNDLE = {"bundle.json", "data", "provenance", "wheels"}  # what a bundle holds at its top
 RUN_NEEDS += ["matplotlib", "pandas", "protobuf", "psutil", "tqdm", "filelock", "platformdirs"]
 RUN_NEEDS += ["pytest", "pytest-xdist", "hypothesis"]
 
@@ -52,7 +53,12 @@ def lock_closure(roots: list[str] | tuple[str, ...]) -> set[str]:
 
 def installed_names(listing: Path) -> set[str]:
     """The package names in the target's `pip freeze` or `pip list` output."""
-    lines = listing.read_text(encoding="utf-8").splitlines()
+    try:
+        lines = listing.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        raise UserError(
+            f"--installed {listing}: cannot read it ({err}); give the target's `pip freeze` output"
+        ) from err
     return {normal(m.group()) for m in (re.match(r"[A-Za-z0-9][\w.-]*", line.strip()) for line in lines) if m}
 
 
@@ -96,8 +102,11 @@ def prepare(dest: Path, project: Path, python_version: str, platform_tag: str, i
     problems = download_problems(project)
     if problems:
         raise UserError(f"{project}: {problems[0]}; run `mnist-pipeline download` there again")
-    if dest.is_dir() and any(dest.iterdir()) and not (dest / "bundle.json").is_file():
-        raise UserError(f"{dest}: holds files this script did not write; give an empty or new folder")
+    names = {p.name for p in dest.iterdir()} if dest.is_dir() else set()
+    if (dest.exists() and not dest.is_dir()) or (names and ("bundle.json" not in names or names - BUNDLE)):
+        raise UserError(
+            f"{dest}: a file, or a folder with files this script did not write; give an empty or new folder"
+        )
     pins = lacking_pins(installed_names(installed) if installed else set())
     dest.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".tmp-{dest.name}-", dir=dest.parent))

@@ -8,17 +8,20 @@ data check and the import are checked apart, in seconds.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import runpy
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from conftest import ROOT, adopt, compiling_afresh, write_raw
@@ -129,6 +132,39 @@ def test_the_budget_stops_the_step_it_runs_out_in_and_the_later_ones_are_not_run
     assert later["exit_code"] is None and later["seconds"] is None and later["note"].startswith("not run")
 
 
+STOPPED_RUN = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import device_run
+
+def setup(record):
+    print(record.work, flush=True)
+    pids = sys.argv[3]
+    record.step("slow", ["bash", "-c", f"echo $$ > {pids}; sleep 60 & echo $! >> {pids}; wait"], record.work)
+
+device_run.RunOfRecord.setup = setup
+sys.exit(device_run.main([sys.argv[2]]))
+"""
+
+
+def test_a_stopped_run_stops_its_running_step_and_removes_its_work_folder(tmp_path):
+    """A step runs in a session of its own, which a stop of the run does not reach: the run stops it."""
+    out, pids = tmp_path / "out", tmp_path / "pids"
+    command = [sys.executable, "-c", STOPPED_RUN, str(ROOT / "tools"), str(out), str(pids)]
+    run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    work = Path(run.stdout.readline().strip())
+    while not pids.exists() or len(pids.read_text().split()) < 2:
+        time.sleep(0.05)
+    run.send_signal(signal.SIGTERM)
+    assert run.wait(timeout=30) == 130
+    assert run.stderr.read().splitlines() == [f"error: stopped; {out / 'manifest.json'} says how far the run got"]
+    for pid in map(int, pids.read_text().split()):  # gone, or a zombie its new parent has yet to reap
+        with contextlib.suppress(psutil.NoSuchProcess):
+            assert psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert not work.exists()
+    assert json.loads((out / "manifest.json").read_text())["steps"][0]["note"] == "stopped: the run was stopped"
+
+
 @pytest.mark.parametrize(
     "command",
     [
@@ -148,6 +184,14 @@ def test_a_bad_argument_is_one_line(command):
     assert done.returncode == 2 and done.stderr.startswith("error: ") and len(done.stderr.splitlines()) == 1, (
         done.stderr
     )
+
+
+@pytest.mark.parametrize("out", ["README.md", "README.md/out"])
+def test_an_out_that_is_a_file_or_under_one_is_one_line(out):
+    env = {**os.environ, "PYTHON": sys.executable}
+    done = subprocess.run(["bash", "tools/device-run.sh", out], cwd=ROOT, capture_output=True, text=True, env=env)
+    assert done.returncode == 1 and done.stderr.startswith(f"error: {ROOT / out}: "), done.stderr
+    assert len(done.stderr.splitlines()) == 1 and (ROOT / "README.md").is_file()
 
 
 def test_the_help_says_how_to_prepare_run_and_import():

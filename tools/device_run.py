@@ -132,6 +132,8 @@ class RunOfRecord:
     def __init__(self, out: Path, bundle: Path | None = None, smoke: bool = False, budget: float | None = None):
         self.out, self.bundle, self.smoke, self.budget = out, bundle, smoke, budget
         self.clock, self.steps, started = time.monotonic(), [], now()
+        for stop in (signal.SIGTERM, signal.SIGHUP):  # a stop unwinds as Ctrl-C does: the running step goes too
+            signal.signal(stop, signal.default_int_handler)
         self.work = Path(tempfile.mkdtemp(prefix="device-run-"))
         (self.work / "logs").mkdir()
         self.project, self.python = self.work / "project", str(self.work / "venv" / "bin" / "python")
@@ -160,6 +162,7 @@ class RunOfRecord:
             print(f"[{time.monotonic() - self.clock:6.1f} s] {name}: {step.command}", flush=True)
             started = time.monotonic()
             with open(self.work / step.log, "w", encoding="utf-8") as log:
+                process = None
                 try:
                     process = subprocess.Popen(
                         argv, cwd=cwd, env={**self.env, **(env or {})}, stdout=log, stderr=log, start_new_session=True
@@ -171,6 +174,12 @@ class RunOfRecord:
                     os.killpg(process.pid, signal.SIGKILL)
                     process.wait()
                     step.note = f"stopped after {left:.0f} s: the time budget was spent"
+                except KeyboardInterrupt:  # its own session: the stop did not reach it
+                    if process is not None:
+                        os.killpg(process.pid, signal.SIGKILL)
+                        process.wait()
+                    step.note = "stopped: the run was stopped"
+                    raise
             step.seconds = round(time.monotonic() - started, 3)
             if step.exit_code != 0:
                 print(f"  failed ({step.exit_code}): {step.note or step.log + ' in results.tar.gz'}", flush=True)
@@ -265,17 +274,22 @@ def run(out: Path, bundle: Path | None, smoke: bool, budget: float | None, accel
     """Every part in order, then the results bundled; 1 where a step failed."""
     if bundle is not None and not (bundle / "bundle.json").is_file():
         raise UserError(f"{bundle}: not a bundle (no bundle.json); make one with tools/device-prepare.sh")
-    if out.exists() and any(out.iterdir()):
-        raise UserError(f"{out}: not empty; give an empty or new folder")
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UserError(f"{out}: not an empty folder; give an empty or new folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"{out}: cannot make it ({err.strerror}); give an empty or new folder") from err
     record = RunOfRecord(out, bundle, smoke, budget)
-    for part in (record.setup, record.stages, record.determinism, record.benchmarks):
-        part()
-    if accelerator:
-        record.accelerator()
-    record.bundle_results()
-    record.save()
-    shutil.rmtree(record.work, ignore_errors=True)
+    try:
+        for part in (record.setup, record.stages, record.determinism, record.benchmarks):
+            part()
+        if accelerator:
+            record.accelerator()
+        record.bundle_results()
+    finally:
+        record.save()
+        shutil.rmtree(record.work, ignore_errors=True)
     failed = record.failed()
     print(f"{out / 'manifest.json'}: {len(record.steps)} steps; failed: {', '.join(failed) or 'none'}")
     return 1 if failed else 0
@@ -297,6 +311,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print(f"error: stopped; {args.out / 'manifest.json'} says how far the run got", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

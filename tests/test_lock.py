@@ -114,3 +114,19 @@ def test_the_lock_holds_one_version_of_every_package() -> None:
     for package in lock["package"]:
         versions.setdefault(package["name"], set()).add(package.get("version", ""))
     assert {name: v for name, v in versions.items() if len(v) > 1} == {}
+
+
+@pytest.mark.parametrize(
+    ("script", "first"),
+    [
+        ("tools/ensure-uv.sh", "Print the path of a uv of the version pinned"),
+        ("tools/update-lock.sh", "The one command that updates the project's lock"),
+    ],
+)
+def test_help_says_what_the_script_does_and_does_nothing_else(script: str, first: str) -> None:
+    before = {p: p.stat().st_mtime_ns for p in [ROOT / "uv.lock", *(ROOT / "requirements").glob("*.txt")]}
+    done = subprocess.run(["bash", script, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.startswith(first) and not done.stderr, done.stderr
+    assert {p: p.stat().st_mtime_ns for p in before} == before
+    wrong = subprocess.run(["bash", "tools/ensure-uv.sh", "--bogus"], cwd=ROOT, capture_output=True, text=True)
+    assert wrong.returncode == 2 and wrong.stderr.startswith("error: --bogus: ") and not wrong.stdout

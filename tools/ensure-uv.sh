@@ -4,6 +4,11 @@
 # installed with pip (hash-checked, from the package index) into .tools/uv/ (git-ignored).
 # Used by .ci/run and tools/update-lock.sh. Messages go to stderr; stdout is the path alone.
 set -euo pipefail
+case "${1:-}" in
+  "") ;;
+  -h | --help) sed -n '2,5s/^# //p' "${BASH_SOURCE[0]}" && exit 0 ;;
+  *) echo "error: $1: tools/ensure-uv.sh takes no argument (--help says what it does)" >&2 && exit 2 ;;
+esac
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 want="$(sed -n 's/^uv==\([^ ;]*\).*/\1/p' requirements/uv.txt)"

@@ -16,6 +16,10 @@
 # JAX extra; the images of the same name), dev (the runtime with the dev extra).
 # Needs the package index to re-lock; --check works offline. Commit uv.lock and requirements/.
 set -euo pipefail
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
+  sed -n '2,/^set -euo/{/^# \{0,1\}/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"
+  exit 0
+fi
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 UV="$(bash tools/ensure-uv.sh)"

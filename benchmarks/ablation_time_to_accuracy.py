@@ -24,7 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_time_to_accuracy as tta  # noqa: E402
-from outputs import refuse_foreign  # noqa: E402
+from options import count, numbers, refuse_foreign  # noqa: E402
 
 from mnist_jax_pipeline.artefacts.storage import write_json  # noqa: E402
 from mnist_jax_pipeline.foundation.runtime import device_info  # noqa: E402
@@ -157,10 +157,10 @@ def command(args: argparse.Namespace) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=DESCRIPTION)
     parser.add_argument("--params", type=Path, default=tta.PRESET)
-    parser.add_argument("--seeds", default=SEEDS)
-    parser.add_argument("--only", default="", help="comma-separated row numbers to run (default: all)")
+    parser.add_argument("--seeds", type=numbers, default=SEEDS)
+    parser.add_argument("--only", type=numbers, help="comma-separated row numbers to run (default: all)")
     parser.add_argument("--synthetic", action="store_true")
-    parser.add_argument("--examples", type=int, default=None)
+    parser.add_argument("--examples", type=count, default=None)
     parser.add_argument("--raw", type=Path, help="the download stage's output folder (data/raw)")
     parser.add_argument("--json-output", type=Path)
     parser.add_argument("--markdown-output", type=Path)
@@ -170,7 +170,9 @@ def main(argv: list[str] | None = None) -> int:
 
     raw = with_changes(tta.load_params(args.params, []), VALIDATION)
     seeds = [int(s) for s in args.seeds.split(",") if s]
-    chosen = [int(i) for i in args.only.split(",") if i] or list(range(len(CONFIGS)))
+    chosen = [int(i) for i in args.only.split(",")] if args.only else list(range(len(CONFIGS)))
+    if wrong := [i for i in chosen if i >= len(CONFIGS)]:
+        parser.error(f"--only {wrong[0]}: no such row; the rows are 0 to {len(CONFIGS) - 1}")
     configs = [(i, *CONFIGS[i]) for i in chosen]
     source = str(args.params)
     data: dict[str, tta.Data] = {}

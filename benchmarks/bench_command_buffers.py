@@ -23,6 +23,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import options  # beside this script
+
 SETTINGS = {
     "default": [],
     "while": ["--xla_gpu_enable_command_buffer=+WHILE"],
@@ -78,16 +80,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--processed", type=Path, default=Path("data/processed"), help="the preprocess stage's folder")
     parser.add_argument("--params", type=Path, default=Path("params.yaml"))
-    parser.add_argument("--epochs", type=int, default=6, help="epochs per setting; the first is the warm-up")
+    parser.add_argument("--epochs", type=options.count, default=6, help="epochs per setting; the first is the warm-up")
     parser.add_argument("--settings", default=",".join(SETTINGS), help=f"some of {','.join(SETTINGS)}")
-    parser.add_argument("--timeout", type=float, default=300, help="seconds per setting")
+    parser.add_argument("--timeout", type=options.seconds, default=300, help="seconds per setting")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--output", type=Path, help="also write the JSON to this file")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    from outputs import refuse_foreign  # beside this script
-
-    refuse_foreign(args.output, "XLA command buffers for while loops")
+    options.refuse_foreign(args.output, "XLA command buffers for while loops")
     if args.child:
         print(json.dumps(child(args.processed, args.params, args.epochs)))
         return 0

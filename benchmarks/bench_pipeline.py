@@ -242,7 +242,7 @@ def main() -> int:
         " the download stage is then not run (default: download it)",
     )
     args = parser.parse_args()
-    from outputs import refuse_foreign  # beside this script
+    from options import refuse_foreign  # beside this script
 
     refuse_foreign(args.output, '"noop_ratio_snakemake"')
     if args.raw is None and not os.environ.get("MNIST_MIRROR"):

@@ -33,6 +33,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import options
 import pandas as pd
 
 from mnist_jax_pipeline.artefacts.training import EpochRow
@@ -246,7 +247,7 @@ def jobs() -> dict[str, dict[str, float | bool]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="pandas' import cost against the table jobs, both ways")
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=options.count, default=5)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     result = {

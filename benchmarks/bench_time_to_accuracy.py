@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 from mnist_files import read_split
-from outputs import refuse_foreign
+from options import accuracy, count, numbers, refuse_foreign
 from ruamel.yaml import YAML
 
 from mnist_jax_pipeline.artefacts.dataset import load_raw_split, read_manifest
@@ -206,10 +206,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="SECTION.KEY=VALUE",
         help="override one parameter (repeatable), e.g. train.epochs=2",
     )
-    parser.add_argument("--seeds", default=SEEDS, help="comma-separated seeds (model.seed and shuffle_seed)")
-    parser.add_argument("--target", type=float, default=TARGET, help="the test accuracy every seed must reach")
+    parser.add_argument(
+        "--seeds", type=numbers, default=SEEDS, help="comma-separated seeds (model.seed and shuffle_seed)"
+    )
+    parser.add_argument("--target", type=accuracy, default=TARGET, help="the test accuracy every seed must reach")
     parser.add_argument("--synthetic", action="store_true", help="synthetic data even if MNIST_MIRROR is set")
-    parser.add_argument("--examples", type=int, default=None, help="use only this many training examples")
+    parser.add_argument("--examples", type=count, default=None, help="use only this many training examples")
     parser.add_argument("--raw", type=Path, help="the download stage's output folder (data/raw): the pipeline's data")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--output", type=Path, help="also write the JSON to this file")

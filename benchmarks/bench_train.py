@@ -42,7 +42,7 @@ import jax
 import numpy as np
 import roofline
 from mnist_files import read_split
-from outputs import refuse_foreign
+from options import count, refuse_foreign
 from tutorial_loop import TutorialLoop
 
 from mnist_jax_pipeline.artefacts.storage import write_json
@@ -402,9 +402,9 @@ def print_text(report: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=DESCRIPTION)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--rounds", type=int, default=5, help="rounds of the reference and one epoch per loop (>= 1)")
+    parser.add_argument("--rounds", type=count, default=5, help="rounds of the reference and one epoch per loop (>= 1)")
     parser.add_argument(
-        "--repeats", type=int, default=7, help="timed calls of the reference and the large GEMM (the best counts)"
+        "--repeats", type=count, default=7, help="timed calls of the reference and the large GEMM (the best counts)"
     )
     parser.add_argument(
         "--variants",
@@ -412,8 +412,8 @@ def main(argv: list[str] | None = None) -> int:
         help=f"loops to time: {TUTORIAL} (the JAX tutorial's) and the pipeline's variants",
     )
     parser.add_argument("--synthetic", action="store_true", help="synthetic data even if MNIST_MIRROR is set")
-    parser.add_argument("--examples", type=int, default=None, help="use only this many training examples")
-    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--examples", type=count, default=None, help="use only this many training examples")
+    parser.add_argument("--batch-size", type=count, default=128)
     parser.add_argument("--output", type=Path, help="also write the JSON to this file")
     parser.add_argument(
         "--progress",

@@ -58,6 +58,27 @@ def test_a_benchmark_writes_over_no_file_it_did_not_make(tmp_path: Path, script:
     assert theirs.read_text() == "{}\n"
 
 
+@pytest.mark.parametrize(
+    ("script", "option", "value"),
+    [
+        ("bench_train.py", "--examples", "-5"),
+        ("bench_train.py", "--batch-size", "0"),
+        ("bench_command_buffers.py", "--timeout", "0"),
+        ("bench_command_buffers.py", "--epochs", "0"),
+        ("bench_time_to_accuracy.py", "--seeds", "abc"),
+        ("bench_time_to_accuracy.py", "--target", "2"),
+        ("bench_tables.py", "--repeats", "0"),
+        ("ablation_time_to_accuracy.py", "--seeds", ""),
+        ("ablation_time_to_accuracy.py", "--only", "999"),
+    ],
+)
+def test_a_bad_option_value_is_refused_before_the_work(tmp_path: Path, script: str, option: str, value: str):
+    """argparse's usage and one line naming the option, not a traceback after a run."""
+    done = bench(script, option, value, cwd=tmp_path, allowed=(2,))
+    assert done.stderr.splitlines()[-1].startswith(f"{script}: error: "), done.stderr
+    assert option in done.stderr.splitlines()[-1] and "Traceback" not in done.stderr
+
+
 def finite(value: Any, positive: bool = True) -> bool:
     """A real number (not a bool), finite, and above 0 where `positive`."""
     ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

@@ -1,0 +1,58 @@
+"""The benchmarks' options: counts, seconds and lists checked as argparse reads them, and an --output that
+writes over no file the benchmark did not make."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+
+def count(text: str) -> int:
+    """`type=` of an option that counts (rounds, epochs, examples): a whole number, at least 1."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"'{text}': give a whole number, at least 1")
+    return int(text)
+
+
+def seconds(text: str) -> float:
+    """`type=` of a time limit: a number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"'{text}': give a number of seconds above 0")
+    return value
+
+
+def accuracy(text: str) -> float:
+    """`type=` of an accuracy to reach: a fraction above 0, at most 1 (0.985, not 98.5)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"'{text}': give a fraction above 0, at most 1, such as 0.985")
+    return value
+
+
+def numbers(text: str) -> str:
+    """`type=` of a list of whole numbers separated by commas (seeds, rows), kept as given."""
+    if not all(part.strip().isdigit() for part in text.split(",")):
+        raise argparse.ArgumentTypeError(f"'{text}': give whole numbers separated by commas, such as 0,1,2")
+    return text
+
+
+def refuse_foreign(path: Path | None, signature: str, option: str = "--output") -> None:
+    """Exit with one line, before any work, where `path` is there and is not a file that holds `signature` (the
+    mark of what this benchmark writes): a folder, a pipe, a user's file, a tracked README."""
+    if path is None or not (path.exists() or path.is_symlink()):
+        return
+    try:
+        ours = path.is_file() and signature in path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        ours = False
+    if not ours:
+        sys.exit(f"error: {option} {path}: not a file this benchmark wrote; choose another path")

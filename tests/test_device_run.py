@@ -171,6 +171,7 @@ def test_a_stopped_run_stops_its_running_step_and_removes_its_work_folder(tmp_pa
         ["tools/device-run.sh"],
         ["tools/device-run.sh", "out", "--budget", "soon"],
         ["tools/device-run.sh", "out", "--budget", "0"],
+        ["tools/device-run.sh", "out", "--budget", "inf"],
         ["tools/device-run.sh", "out", "--only", "benchmarks"],
         ["tools/device-prepare.sh", "bundle", "--python-version", "twelve"],
         ["tools/device-import.py"],
@@ -251,6 +252,17 @@ def test_import_files_a_run_under_its_date_and_device(tmp_path):
     )  # the same run again
     (out / "bench-train.json").write_text('{"another": "run"}')
     assert device_run_import(out, results)[1] == "2026-12-01-train-2-nvidia-h100-80gb-hbm3.json"
+
+
+@pytest.mark.parametrize("manifest", ["[]", "{}", '{"date": "x/y"}', '{"date": "2026"}'])
+def test_import_refuses_what_is_not_a_runs_manifest_and_files_nothing(tmp_path, manifest):
+    out, results = tmp_path / "out", tmp_path / "results"
+    out.mkdir()
+    results.mkdir()
+    (out / "manifest.json").write_text(manifest)
+    with pytest.raises(device_run.UserError, match="not a run's manifest"):
+        runpy.run_path(str(ROOT / "tools" / "device-import.py"))["file_results"](out, results)
+    assert not any(results.iterdir())
 
 
 def device_run_import(out: Path, results: Path) -> list[str]:

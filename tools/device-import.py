@@ -21,8 +21,8 @@ FILED["bench-time-to-accuracy.json"] = "time-to-accuracy"
 
 def device_name(manifest: dict) -> str:
     """The GPU's name as nvidia-smi gives it, else JAX's device kind."""
-    device = manifest.get("device") or {}
-    name = (device.get("nvidia_smi") or [""])[0].split(",")[0].strip() or device.get("device_kind")
+    device = manifest.get("device") if isinstance(manifest.get("device"), dict) else {}
+    name = str((device.get("nvidia_smi") or [""])[0]).split(",")[0].strip() or device.get("device_kind")
     if not name:
         raise UserError("manifest.json names no device: the train stage recorded none")
     return name
@@ -34,6 +34,8 @@ def file_results(out: Path, results: Path) -> list[Path]:
         manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
         raise UserError(f"{out / 'manifest.json'}: cannot read it ({err})") from err
+    if not isinstance(manifest, dict) or not re.fullmatch(r"\d{4}-\d\d-\d\d", str(manifest.get("date"))):
+        raise UserError(f"{out / 'manifest.json'}: not a run's manifest (no date YYYY-MM-DD); give device-run's OUT")
     if manifest.get("smoke"):
         raise UserError(f"{out}: a --smoke run measures nothing; run tools/device-run.sh without --smoke")
     device = re.sub(r"[^a-z0-9]+", "-", device_name(manifest).lower()).strip("-")

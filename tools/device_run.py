@@ -303,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--accelerator", action="store_true", help="run the accelerator test tier, last")
     parser.add_argument("--smoke", action="store_true", help="tiny settings: checks the run anywhere, measures nothing")
     args = parser.parse_args(argv)
-    if args.budget is not None and not args.budget > 0:
+    if args.budget is not None and not 0 < args.budget < float("inf"):
         parser.error(f"--budget {args.budget}: give the seconds the run may take, above 0")
     try:
         bundle = args.bundle.resolve() if args.bundle else None

@@ -89,8 +89,8 @@ def test_without_a_trace_the_viewer_says_which_stage_to_run(tmp_path: Path):
     done = viewer(tmp_path)
     assert done.returncode == 1
     assert done.stderr.strip() == (
-        "error: reports/profile/jit/trace: no trace; run the profile stage first:"
-        " snakemake --cores all (or dvc repro profile@jit)"
+        "error: reports/profile/jit/trace: no trace; run the profile stage first, with 'jit' among params.yaml's"
+        " variants: snakemake --cores all (or dvc repro profile@jit)"
     )
 
 

@@ -61,7 +61,7 @@ def main(args: argparse.Namespace) -> None:
     trace = paths.PROFILE.at(args.variant) / paths.TRACE_LOGDIR
     if not trace.is_dir():
         raise PipelineError(
-            f"{trace}: no trace; run the profile stage first: snakemake --cores all (or dvc repro"
-            f" {paths.job_name('profile', args.variant)})"
+            f"{trace}: no trace; run the profile stage first, with '{args.variant}' among params.yaml's variants:"
+            f" snakemake --cores all (or dvc repro {paths.job_name('profile', args.variant)})"
         )
     serve(trace, checked_port(args.port))

@@ -28,13 +28,13 @@ def seconds(text: str) -> float:
 
 
 def accuracy(text: str) -> float:
-    """`type=` of an accuracy to reach: a fraction above 0, at most 1 (0.985, not 98.5)."""
+    """`type=` of an accuracy to reach: a fraction from 0 (any) to 1 (0.985, not 98.5)."""
     try:
         value = float(text)
     except ValueError:
         value = math.nan
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"'{text}': give a fraction above 0, at most 1, such as 0.985")
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"'{text}': give a fraction from 0 to 1, such as 0.985")
     return value
 
 

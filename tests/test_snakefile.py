@@ -379,3 +379,16 @@ def test_a_dry_run_in_a_path_with_a_space_and_non_ascii_characters(tmp_path):
     done = subprocess.run(["snakemake", "-n", "--cores", "1"], cwd=ws, env=env(ws), capture_output=True, text=True)
     said = done.stdout + done.stderr
     assert done.returncode == 0 and "would run train@jit" in said and "Traceback" not in said, said[-3000:]
+
+
+@pytest.mark.parametrize("text", ["[1, 2]\n", "train: [\n", "train: !!set {a}\n", ""])
+def test_a_sweep_points_params_that_is_no_mapping_marks_the_point_stale(project, text):
+    Path("sweeps").mkdir()
+    Path("sweeps/s.yaml").write_text("variant: jit\ngrid:\n  train.epochs: [1]\n")
+    pipeline = Pipeline(fake_workflow(), {})
+    sweep = pipeline.sweeps["s"]
+    folder = sweep.folder(sweep.points[0])
+    folder.mkdir(parents=True)
+    (folder / "params.yaml").write_text(text)
+    pipeline.mark_sweeps()
+    assert "not the sweep's point" in (snakefile.MARKERS / folder / "params").read_text()

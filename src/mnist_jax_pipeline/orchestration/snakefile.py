@@ -20,12 +20,10 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-import yaml
-
 from ..artefacts import atomic
 from ..artefacts.provenance import changed_files
 from ..config import sweeps
-from ..config.params import load
+from ..config.params import load, parse_yaml
 from ..foundation import paths, stops
 from ..foundation.console import job_label
 from ..foundation.errors import PipelineError, read_text
@@ -159,9 +157,10 @@ class Pipeline:
         for sweep in self.sweeps.values():
             for point in sweep.points:
                 folder = sweep.folder(point)
-                have: dict[str, Any] = {}
-                with contextlib.suppress(PipelineError, yaml.YAMLError):
-                    have = yaml.safe_load(read_text(folder / paths.PARAMS)) or {}
+                have: Any = {}
+                with contextlib.suppress(PipelineError):
+                    have = parse_yaml(read_text(folder / paths.PARAMS), folder / paths.PARAMS)
+                have = have if isinstance(have, dict) else {}
                 wanted = sweep.read_by_point(point)
                 differs = {section: have.get(section) for section in wanted} != wanted
                 reasons = [f"{folder}/params.yaml: not the sweep's point"] if differs else None

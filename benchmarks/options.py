@@ -16,26 +16,25 @@ def count(text: str) -> int:
     return int(text)
 
 
-def seconds(text: str) -> float:
-    """`type=` of a time limit: a number of seconds above 0."""
+def _number(text: str, low: float, high: float, closed: bool, wanted: str) -> float:
+    """A number from `low` to `high` (`closed`: both included; else neither), or argparse's refusal."""
     try:
         value = float(text)
     except ValueError:
         value = math.nan
-    if not 0 < value < math.inf:
-        raise argparse.ArgumentTypeError(f"'{text}': give a number of seconds above 0")
+    if not (low <= value <= high if closed else low < value < high):
+        raise argparse.ArgumentTypeError(f"'{text}': give {wanted}")
     return value
+
+
+def seconds(text: str) -> float:
+    """`type=` of a time limit: a number of seconds above 0."""
+    return _number(text, 0, math.inf, False, "a number of seconds above 0")
 
 
 def accuracy(text: str) -> float:
     """`type=` of an accuracy to reach: a fraction from 0 (any) to 1 (0.985, not 98.5)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"'{text}': give a fraction from 0 to 1, such as 0.985")
-    return value
+    return _number(text, 0, 1, True, "a fraction from 0 to 1, such as 0.985")
 
 
 def numbers(text: str) -> str:

@@ -116,7 +116,7 @@ class EpochProducts:
 
     def hlo_text(self) -> str:
         """The compiled call's optimised HLO."""
-        return self.epoch.lower(*self.operands).compile().as_text()
+        return self.epoch.lower(*self.operands).compile().as_text() or ""
 
     def measure(self, repeats: int) -> dict[str, Any]:
         """The epoch's limit in seconds: the best of `repeats` timed calls."""

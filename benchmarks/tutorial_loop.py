@@ -108,8 +108,6 @@ class TutorialLoop:
     def run_epoch(self) -> Params:
         params = self.params
         for x, y in train_batches(self.images, self.labels, self.batch_size):
-            x = jnp.reshape(x, (len(x), self.num_pixels))
-            y = one_hot(y, self.num_labels)
-            params = self.update(params, x, y)
+            params = self.update(params, jnp.reshape(x, (len(x), self.num_pixels)), one_hot(y, self.num_labels))
         self.params = params
         return params

@@ -21,7 +21,7 @@ FILED["bench-time-to-accuracy.json"] = "time-to-accuracy"
 
 def device_name(manifest: dict) -> str:
     """The GPU's name as nvidia-smi gives it, else JAX's device kind."""
-    device = manifest.get("device") if isinstance(manifest.get("device"), dict) else {}
+    device: dict = manifest["device"] if isinstance(manifest.get("device"), dict) else {}
     name = str((device.get("nvidia_smi") or [""])[0]).split(",")[0].strip() or device.get("device_kind")
     if not name:
         raise UserError("manifest.json names no device: the train stage recorded none")

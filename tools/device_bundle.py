@@ -118,7 +118,12 @@ def prepare(dest: Path, project: Path, python_version: str, platform_tag: str, i
         shutil.copy2(record, staging / "provenance")
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
         prepared = datetime.now(UTC).isoformat(timespec="seconds")
-        about = {"prepared": prepared, "commit": commit, "raw_from": str(project), "python_version": python_version}
+        about: dict[str, object] = {
+            "prepared": prepared,
+            "commit": commit,
+            "raw_from": str(project),
+            "python_version": python_version,
+        }
         about |= {"platform": platform_tag, "wheels": pins}
         (staging / "bundle.json").write_text(json.dumps(about, indent=2) + "\n", encoding="utf-8")
         shutil.rmtree(dest, ignore_errors=True)

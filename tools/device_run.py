@@ -131,9 +131,8 @@ class RunOfRecord:
 
     def __init__(self, out: Path, bundle: Path | None = None, smoke: bool = False, budget: float | None = None):
         self.out, self.bundle, self.smoke, self.budget = out, bundle, smoke, budget
-        self.clock, self.steps, started = time.monotonic(), [], now()
-        for stop in (signal.SIGTERM, signal.SIGHUP):  # a stop unwinds as Ctrl-C does: the running step goes too
-            signal.signal(stop, signal.default_int_handler)
+        self.clock, started = time.monotonic(), now()
+        self.steps: list[Step] = []
         self.work = Path(tempfile.mkdtemp(prefix="device-run-"))
         (self.work / "logs").mkdir()
         self.project, self.python = self.work / "project", str(self.work / "venv" / "bin" / "python")
@@ -162,7 +161,7 @@ class RunOfRecord:
             print(f"[{time.monotonic() - self.clock:6.1f} s] {name}: {step.command}", flush=True)
             started = time.monotonic()
             with open(self.work / step.log, "w", encoding="utf-8") as log:
-                process = None
+                process: subprocess.Popen[bytes] | None = None
                 try:
                     process = subprocess.Popen(
                         argv, cwd=cwd, env={**self.env, **(env or {})}, stdout=log, stderr=log, start_new_session=True
@@ -171,6 +170,7 @@ class RunOfRecord:
                 except OSError as err:
                     step.note = f"could not start: {err}"
                 except subprocess.TimeoutExpired:
+                    assert process is not None  # only a started process times out
                     os.killpg(process.pid, signal.SIGKILL)
                     process.wait()
                     step.note = f"stopped after {left:.0f} s: the time budget was spent"
@@ -280,6 +280,8 @@ def run(out: Path, bundle: Path | None, smoke: bool, budget: float | None, accel
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise UserError(f"{out}: cannot make it ({err.strerror}); give an empty or new folder") from err
+    stops = (signal.SIGTERM, signal.SIGHUP)  # a stop unwinds as Ctrl-C does: the running step goes too
+    previous = {stop: signal.signal(stop, signal.default_int_handler) for stop in stops}
     record = RunOfRecord(out, bundle, smoke, budget)
     try:
         for part in (record.setup, record.stages, record.determinism, record.benchmarks):
@@ -290,6 +292,8 @@ def run(out: Path, bundle: Path | None, smoke: bool, budget: float | None, accel
     finally:
         record.save()
         shutil.rmtree(record.work, ignore_errors=True)
+        for stop, handler in previous.items():
+            signal.signal(stop, handler)
     failed = record.failed()
     print(f"{out / 'manifest.json'}: {len(record.steps)} steps; failed: {', '.join(failed) or 'none'}")
     return 1 if failed else 0

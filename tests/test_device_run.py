@@ -121,6 +121,16 @@ def test_a_failed_step_is_recorded_and_the_rest_still_run(tmp_path):
     assert manifest["failed"] == ["fails", "missing"] and manifest["ok"] is False
 
 
+def test_a_step_that_needs_a_failed_step_is_not_run(tmp_path):
+    record = device_run.RunOfRecord(tmp_path)
+    record.step("download", [sys.executable, "-c", "import sys; sys.exit(1)"], tmp_path)
+    record.step("preprocess", [sys.executable, "-c", "pass"], tmp_path, needs="download")
+    record.step("benchmark", [sys.executable, "-c", "pass"], tmp_path, needs="")
+    download, preprocess, benchmark = manifest_of(record)["steps"]
+    assert preprocess["exit_code"] is None and preprocess["note"] == "not run: download failed"
+    assert benchmark["exit_code"] == 0
+
+
 def test_the_budget_stops_the_step_it_runs_out_in_and_the_later_ones_are_not_run(tmp_path):
     record = device_run.RunOfRecord(tmp_path, budget=device_run.BUNDLE_RESERVE_S + 3)
     started = time.monotonic()

@@ -149,13 +149,15 @@ class RunOfRecord:
         self.about["bundle"] = read_json(bundle / "bundle.json") if bundle else None
         self.about["versions"], self.gpus = versions(), gpus()
 
-    def step(self, name: str, argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> Step:
+    def step(self, name: str, argv: list[str], cwd: Path, env: dict[str, str] | None = None, needs: str = "") -> Step:
         """Run one command, its output to logs/NN-name.log; a failure is recorded, never raised. A command still
-        running when the budget is spent is stopped, with its children."""
+        running when the budget is spent is stopped, with its children; one that `needs` a failed step is not run."""
         step = Step(name, shlex.join(argv), str(cwd), f"logs/{len(self.steps) + 1:02d}-{name}.log")
         self.steps.append(step)
         left = None if self.budget is None else self.budget - BUNDLE_RESERVE_S - (time.monotonic() - self.clock)
-        if left is not None and left < 1:
+        if needs in self.failed():
+            step.note = f"not run: {needs} failed"
+        elif left is not None and left < 1:
             step.note = "not run: the time budget was spent"
         else:
             print(f"[{time.monotonic() - self.clock:6.1f} s] {name}: {step.command}", flush=True)
@@ -222,11 +224,12 @@ class RunOfRecord:
         """Every stage by its own command, in the project folder."""
         if self.bundle is None:
             self.step("download", [*self.cli, "download"], self.project)
-        self.step("preprocess", [*self.cli, "preprocess"], self.project)
+        self.step("preprocess", [*self.cli, "preprocess"], self.project, needs="download")
         for stage in ("train", "evaluate", "profile"):
             for variant in VARIANTS:
-                self.step(f"{stage}-{variant}", [*self.cli, stage, "--variant", variant], self.project)
-        self.step("report", [*self.cli, "report"], self.project)
+                needs = "preprocess" if stage == "train" else f"train-{variant}"
+                self.step(f"{stage}-{variant}", [*self.cli, stage, "--variant", variant], self.project, needs=needs)
+        self.step("report", [*self.cli, "report"], self.project, needs="preprocess")
 
     def determinism(self) -> None:
         """`jit` trained again in a second folder, in its own process: the same model bytes?"""
@@ -237,7 +240,7 @@ class RunOfRecord:
                 shutil.copytree(self.project / name, again / name)
             elif (self.project / name).is_file():
                 shutil.copy2(self.project / name, again)
-        self.step("determinism-train-jit", [*self.cli, "train", "--variant", "jit"], again)
+        self.step("determinism-train-jit", [*self.cli, "train", "--variant", "jit"], again, needs="preprocess")
         first, second = (sha256(folder / "models" / "jit.safetensors") for folder in (self.project, again))
         same = None if None in (first, second) else first == second
         self.about["determinism"] = {"variant": "jit", "first_sha256": first, "second_sha256": second, "same": same}
@@ -252,7 +255,8 @@ class RunOfRecord:
             name = "bench-" + script.removeprefix("bench_").removesuffix(".py").replace("_", "-")
             args = [*data.get(script, []), *(SMOKE_BENCHMARKS[script] if self.smoke else record), "--json", "--output"]
             argv = [self.python, str(ROOT / "benchmarks" / script), *args, str(self.out / f"{name}.json")]
-            self.step(name, argv, self.project, {"MNIST_MIRROR": str(raw / "idx")} if real else None)
+            needs = "download" if "--raw" in data.get(script, []) else ""  # bench_train falls back to synthetic data
+            self.step(name, argv, self.project, {"MNIST_MIRROR": str(raw / "idx")} if real else None, needs)
 
     def accelerator(self) -> None:
         """The accelerator test tier (its log lists every test's outcome)."""

@@ -53,7 +53,9 @@ def test_rows_are_every_variant_of_every_experiment_with_what_it_changed():
         {"name": "exp-two", "revs": [_entry("def", "exp-two", 0.02, 0.97, ["nojit", "jit"])]},
         {"name": "exp-one", "revs": [_entry("123", "exp-one", 0.03, 0.96, ["jit"])]},
         {"name": "exp-failed", "revs": [_entry("456", "exp-failed", 0.5, None, ["jit"], status="Failed")]},
+        {"name": "exp-error", "revs": [_entry("789", "exp-error", 1e308, 0.95, ["jit"])]},  # the baseline's metrics
     ]
+    head["experiments"][-1]["revs"][0]["error"] = {"msg": "Experiment run failed", "type": ""}  # as DVC 3 gives it
     rows, left_out = experiments.collect([_entry("workspace", None, 0.01, 0.95, ["nojit", "jit"]), head])
     assert [row.name for row in rows] == [
         "workspace · nojit",
@@ -67,7 +69,7 @@ def test_rows_are_every_variant_of_every_experiment_with_what_it_changed():
     assert rows[0].changed == rows[2].changed == {}
     assert rows[4].changed == {"train.step_size": 0.02}
     assert rows[6].changed == {"train.step_size": 0.03, "variants": ["jit"]}
-    assert left_out == ["exp-failed (failed)"]
+    assert left_out == ["exp-failed (failed)", "exp-error (failed)"]
     lines = experiments.table(rows, 60)
     assert len(lines) == 1 + len(rows) and all(len(line) <= 60 for line in lines)
     assert "97.00%" in lines[5]

@@ -199,7 +199,7 @@ def test_a_job_whose_file_changed_is_left_out_with_a_warning(project: Path, caps
     assert main(["crate"]) == 0
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"warning: train@jit [{POINT}] left out:"), err
-    assert f"{POINT}/models/jit.safetensors: changed" in err
+    assert f"{POINT}/models/jit.safetensors: changed" in err and "re-run the sweep: snakemake --cores all sweeps" in err
     assert f"#run/{POINT}/train@jit" not in graph(project)
 
 
@@ -316,6 +316,9 @@ def test_a_point_its_sweep_file_no_longer_gives_is_not_of_the_last_run(
     err = capsys.readouterr().err
     assert f"warning: {POINT} left out: sweeps/tiny.yaml now gives 'train@jit' other parameters" in err, err
     assert f"#run/{POINT}/train@jit" not in graph(project)
+    sweep.write_text("variant: jit_scan\npoints:\n  - train.step_size: 0.2\n")  # its jit job is an earlier variant's
+    assert main(["crate"]) == 0
+    assert POINT not in capsys.readouterr().err and f"#run/{POINT}/train@jit" in graph(project)
     sweep.unlink()
     assert main(["crate"]) == 0
     assert f"warning: {POINT} left out: sweeps/tiny.yaml: missing" in capsys.readouterr().err

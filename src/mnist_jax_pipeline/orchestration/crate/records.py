@@ -78,21 +78,21 @@ def read(path: Path, hashes: Hashes) -> RecordedJob | str:
     if job is None or job.record_path != path:
         return f"{path}: names the job '{record.stage}', which does not write this record; delete it"
     if wrong := untrue(record):
-        return f"{job.label} left out: {path}: {wrong}; re-run it to record it again ({RERUN})"
+        return f"{job.label} left out: {path}: {wrong}; {job.fix()}"
     for file, digest in sorted({**record.code, **record.inputs, **record.outputs}.items()):
         if not Path(file).is_file() or hashes.of(Path(file)) != digest:
             state = f"changed since '{record.stage}' recorded it" if Path(file).exists() else "missing"
-            return f"{job.label} left out: {file}: {state}; re-run it to describe it ({RERUN})"
+            return f"{job.label} left out: {file}: {state}; {job.fix()}"
     return job
 
 
 def _stale_point(folder: Path, jobs: list[RecordedJob]) -> str | None:
-    """Why the point's jobs are not of the last run (its sweep file does not list it, or gives one of them other
-    parameters or another variant now); None when they are."""
+    """Why the point's jobs are not of the last run (its sweep file does not list it, or gives a job of its variant
+    other parameters now); None when they are. A job of another variant stays, as the project root's do."""
     if isinstance(now := point_params(folder), str):
         return f"{folder} left out: {now}"
     for job in jobs:
-        if job.variant not in now.variants or job.record.params != Recorder(now).made_from(job):
+        if job.variant in now.variants and job.record.params != Recorder(now).made_from(job):
             return (
                 f"{folder} left out: {sweeps.file(folder.parent.name)} now gives '{job.name}' other parameters;"
                 " re-run the sweep (snakemake --cores all sweeps)"

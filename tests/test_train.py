@@ -1,5 +1,6 @@
 import json
 from argparse import Namespace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -113,11 +114,14 @@ def test_other_optimizers_learn(tmp_path, make_params, tiny_processed, optimizer
     assert run(tmp_path, params, tiny_processed, "jit").final_test_accuracy > 0.8
 
 
-def test_divergence_stops_with_the_epoch_and_writes_no_model(tmp_path, make_params, tiny_processed):
+def test_divergence_stops_with_the_epoch_and_writes_no_model(tmp_path, make_params, tiny_processed, monkeypatch):
     params = make_params(model__layer_sizes=[784, 64, 10], model__init_scale=1.0, train__step_size=1e6, train__epochs=3)
     with pytest.raises(PipelineError, match=r"loss became (nan|inf) at epoch 1; lower train.step_size") as err:
         run(tmp_path, params, tiny_processed, "jit")
     assert f"(now 1000000.0) in {tmp_path / 'params.yaml'}. No model" in str(err.value)  # the file it came from
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(PipelineError, match=r"\(now 1000000.0\) in sweeps/s.yaml. No model"):  # a point's: its sweep's
+        run(Path("sweeps/s/step_size=1000000.0"), params, tiny_processed, "jit")
     assert not [p for p in (tmp_path / "models").rglob("*") if p.is_file()]
     assert not [p for p in (tmp_path / "metrics").rglob("*") if p.is_file()]
 

@@ -131,6 +131,9 @@ def test_two_points_that_give_the_same_parameters_are_refused(tmp_path):
     assert str(err.value) == (
         f"{tmp_path / 'same.yaml'}: points 'base' and 'epochs={epochs}' give the same parameters; list one"
     )
+    (tmp_path / "same.yaml").write_text("points: [{train.label_smoothing: 0.0}, {train.label_smoothing: -0.0}]\n")
+    with pytest.raises(PipelineError, match="points 'label_smoothing=0.0' and 'label_smoothing=-0.0' give the same"):
+        load(tmp_path / "same.yaml", params)
     (tmp_path / "same.yaml").write_text(yaml.safe_dump({"points": [{}, {}]}))
     with pytest.raises(PipelineError, match="points 'base' and 'base' give the same parameters"):
         load(tmp_path / "same.yaml", params)

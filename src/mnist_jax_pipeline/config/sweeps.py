@@ -148,7 +148,7 @@ def _read_spec(path: Path) -> SweepFile:
 
 def load(path: str | Path, params_path: str | Path = paths.PARAMS) -> Sweep:
     """A sweep file, every point checked as a params.yaml of its own, its changes kept as the validated values, keys
-    sorted: `1` and `1.0` for a float, or the same keys in another order, make the same point."""
+    sorted: `1` and `1.0` for a float, `0.0` and `-0.0`, or the same keys in another order, make the same point."""
     path = Path(path)
     spec = _read_spec(path)
     base = read_yaml(params_path)
@@ -174,7 +174,8 @@ def load(path: str | Path, params_path: str | Path = paths.PARAMS) -> Sweep:
         values = validated.to_dict()
         canonical = {key: functools.reduce(operator.getitem, key.split("."), values) for key in sorted(changes)}
         points.append(Point(point_name(canonical), canonical, validated))
-        same = seen.setdefault(json.dumps(values, sort_keys=True), points[-1].name)
+        unsigned = json.loads(json.dumps(values), parse_float=lambda s: float(s) + 0)  # -0.0 + 0 is 0.0
+        same = seen.setdefault(json.dumps(unsigned, sort_keys=True), points[-1].name)
         if len(seen) < len(points):
             raise PipelineError(f"{path}: points '{same}' and '{points[-1].name}' give the same parameters; list one")
     if not points:

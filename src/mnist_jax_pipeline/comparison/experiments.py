@@ -116,8 +116,8 @@ def collect(listing: list[dict[str, Any]]) -> tuple[list[Row], list[str]]:
         for experiment in entry.get("experiments") or []:
             for rev in experiment.get("revs") or []:
                 name = rev.get("name") or experiment.get("name") or str(rev.get("rev", "?"))[:7]
-                data = {"status": "Failed"} if rev.get("error") else rev.get("data") or {}  # its data: the baseline's
-                rows += _rows(name, rev.get("rev"), data, left_out)
+                data = {"status": "Failed"} if rev.get("error") else rev.get("data")  # a failed run's: the baseline's
+                rows += _rows(name, rev.get("rev"), data or {}, left_out)
     base = base or {}
     for row in rows:
         row.changed.update({k: v for k, v in row.params.items() if k not in base or not same(v, base[k])})

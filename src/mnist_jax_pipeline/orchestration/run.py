@@ -151,17 +151,15 @@ def running_tool() -> str:
     return "snakemake" if os.getenv(console.LOG_ENV) else "dvc" if os.getenv("DVC_STAGE") else "mnist-pipeline"
 
 
-def job_for(args: argparse.Namespace, checker: Recorder) -> Job | None:
+def job_for(args: argparse.Namespace, job: Job, checker: Recorder) -> Job | None:
     """The job a stage's command runs, or None when no record can list what it writes: its outputs moved off the
     table's paths (--out), or made from other inputs or parameters than the pipeline's, which never replace
     outputs a record lists."""
-    stage = stage_table.get(args.command)
-    moved = Path(getattr(args, "out", stage.outputs[0].path)) != Path(stage.outputs[0].path)  # written elsewhere
-    job = Job(stage, getattr(args, "variant", None), Path(getattr(args, "root", ".")))
+    moved = Path(getattr(args, "out", job.stage.outputs[0].path)) != Path(job.stage.outputs[0].path)  # elsewhere
     pipeline = {"raw": paths.RAW.path, "processed": paths.PROCESSED.path}
     pipeline |= {"params": paths.PARAMS} if job.root == Path(".") else {}  # a sweep point's parameters are its own
     other = [f"--{key} {got}" for key, path in pipeline.items() if Path(got := getattr(args, key, path)) != Path(path)]
-    if other and not moved and stage.artefacts and job.record_path.exists():
+    if other and not moved and job.stage.artefacts and job.record_path.exists():
         where = "--root DIR" if hasattr(args, "root") else "--out DIR" if hasattr(args, "out") else ""
         fix = f"write this run elsewhere with {where}" if where else f"run it with {paths.PARAMS}"
         raise PipelineError(f"{other[0]}: '{job.name}' would replace what {job.record_path} lists, unrecorded; {fix}")
@@ -175,9 +173,8 @@ def job_for(args: argparse.Namespace, checker: Recorder) -> Job | None:
     return job
 
 
-def refuse_strays(args: argparse.Namespace) -> None:
+def refuse_strays(args: argparse.Namespace, job: Job) -> None:
     """Refuse a file in a folder the stage replaces whole that it neither declares nor recorded: it would be lost."""
-    job = Job(stage_table.get(args.command), getattr(args, "variant", None), Path(getattr(args, "root", ".")))
     record = job.read_record()  # lists what the stage wrote beside what it declares (pprof's views, where pprof runs)
     recorded = set(record.outputs) if record else set()
     for artefact in (a for a in job.stage.artefacts if a.files or a.folders):
@@ -205,11 +202,12 @@ def stage(args: argparse.Namespace, command: Command) -> Iterator[Callable[[argp
     if Path(getattr(args, "root", ".")) != Path("."):
         atomic.claim(args.root, option="--root", command=args.command, signature="")  # a stages' root (ownership.py)
         (Path(args.root) / paths.PROVENANCE).mkdir(parents=True, exist_ok=True)  # which marks it so
-    is_stage = any(s.name == args.command for s in stage_table.STAGES)
-    if is_stage:
-        refuse_strays(args)
-    checker = Recorder(load(args.params), str(args.params)) if is_stage else None
-    job = job_for(args, checker) if checker else None
+    row = next((row for row in stage_table.STAGES if row.name == args.command), None)  # the stage table's
+    planned = Job(row, getattr(args, "variant", None), Path(getattr(args, "root", "."))) if row else None
+    if planned:
+        refuse_strays(args, planned)
+    checker = Recorder(load(args.params), str(args.params)) if planned else None
+    job = job_for(args, planned, checker) if planned and checker else None
     if checker is None or job is None:
         with atomic.together():
             yield command.function()

@@ -23,7 +23,7 @@ from typing import Any
 from ..artefacts import atomic
 from ..artefacts.provenance import changed_files
 from ..config import sweeps
-from ..config.params import load, parse_yaml
+from ..config.params import load, read_yaml
 from ..foundation import paths, stops
 from ..foundation.console import job_label
 from ..foundation.errors import PipelineError, read_text
@@ -157,12 +157,11 @@ class Pipeline:
         for sweep in self.sweeps.values():
             for point in sweep.points:
                 folder = sweep.folder(point)
-                have: Any = {}
+                have: Any = None
                 with contextlib.suppress(PipelineError):
-                    have = parse_yaml(read_text(folder / paths.PARAMS), folder / paths.PARAMS)
-                have = have if isinstance(have, dict) else {}
+                    have = read_yaml(folder / paths.PARAMS)
                 wanted = sweep.read_by_point(point)
-                differs = {section: have.get(section) for section in wanted} != wanted
+                differs = not isinstance(have, dict) or {section: have.get(section) for section in wanted} != wanted
                 reasons = [f"{folder}/params.yaml: not the sweep's point"] if differs else None
                 mark_one(MARKERS / folder / "params", reasons, [folder / paths.PARAMS])
                 checker = point_checker(sweep, point, self.checker.hashes)

@@ -138,8 +138,7 @@ def main(args: argparse.Namespace) -> None:
     """`mnist-pipeline train --variant V`: train, then write the model, metrics, run info and history."""
     params, variant, root = load(args.params), args.variant, args.root
     data = load_dataset(args.processed)
-    point = paths.SWEEPS in Path(root).parents  # a sweep point's parameters are set in its sweep file
-    source = paths.SWEEPS / f"{Path(root).parent.name}.yaml" if point else args.params
+    source = paths.SWEEPS / f"{Path(root).parent.name}.yaml" if paths.SWEEPS in Path(root).parents else args.params
     with timing_lock(paths.job_name("train", variant)) as conditions:
         backend.start()
         run, history = train(params, variant, data, label=console.job_label("train", variant, root), source=source)

@@ -738,3 +738,18 @@ def test_a_stop_while_jax_profiler_traces_is_raised_once_the_trace_is_closed(tmp
     finally:
         signal.signal(signal.SIGTERM, previous)
     assert closed_by == [None]
+
+
+def test_code_that_differs_from_the_installed_package_is_refused_with_the_fix(tmp_path, monkeypatch):
+    """A checkout whose code is not what runs (a copy beside another checkout's venv): its record would lie."""
+    from mnist_jax_pipeline.orchestration import stage_table
+    from mnist_jax_pipeline.orchestration.jobs import Recorder
+
+    shutil.copytree(ROOT / "src", tmp_path / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    monkeypatch.chdir(tmp_path)
+    recorder = Recorder(validate(read_yaml(ROOT / "params.yaml"), "params.yaml"))
+    recorder.check_installed(stage_table.get("train"))  # the same files: nothing to refuse
+    with (tmp_path / paths.CODE / "stages/train.py").open("a") as code:
+        code.write("# edited\n")
+    with pytest.raises(PipelineError, match=r"stages/train.py: differs from the installed package .* uv sync"):
+        Recorder(recorder.params).check_installed(stage_table.get("train"))

@@ -22,7 +22,7 @@ def _common(parser: argparse.ArgumentParser, default: bool) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mnist-pipeline", description=DESCRIPTION)
-    version = package_version("mnist-jax-pipeline") or "unknown (not installed; pip install -e .)"
+    version = package_version("mnist-jax-pipeline") or "unknown (not installed; uv sync)"
     parser.add_argument("--version", action="version", version=f"%(prog)s {version}")
     _common(parser, default=True)
     after = argparse.ArgumentParser(add_help=False)

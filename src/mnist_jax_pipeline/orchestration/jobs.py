@@ -115,7 +115,7 @@ class Recorder:
             if installed != Path(name) and (not installed.is_file() or self.hashes.of(installed) != digest):
                 raise PipelineError(
                     f"{name}: differs from the installed package ({installed}); install the"
-                    " checkout's code: pip install -e . (or rebuild the image)"
+                    " checkout's code: uv sync (or pip install -e ., or rebuild the image)"
                 )
 
     def check_unchanged(self, job: Job) -> None:

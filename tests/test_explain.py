@@ -85,6 +85,13 @@ def test_a_path_no_stage_makes_is_one_line(path: str, tmp_path: Path, capsys, mo
     assert len(err) == 1 and err[0].startswith(f"error: {path}: not an output of any stage; "), err
 
 
+def test_a_path_under_an_output_file_is_no_output(tmp_path: Path, capsys, monkeypatch) -> None:
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "jit.safetensors").write_bytes(b"a model")
+    err = explained(tmp_path, "models/jit.safetensors/x", capsys, monkeypatch, status=1)
+    assert len(err) == 1 and err[0].startswith("error: models/jit.safetensors/x: not an output of any stage; "), err
+
+
 def test_an_output_not_made_yet_says_how_to_make_it(tmp_path: Path, capsys, monkeypatch) -> None:
     write_params(tmp_path / "params.yaml", tiny_params_dict())
     lines = explained(tmp_path, str(tmp_path / "models" / "jit.safetensors"), capsys, monkeypatch)

@@ -181,7 +181,7 @@ def not_recorded(rel: Path, job: Job, why: str, make: str | None = None) -> list
 def explain(path: str, params_path: str = paths.PARAMS) -> list[str]:
     """The lines that say where `path` came from and whether it is current."""
     rel = relative(path)
-    job = find_job(rel) if rel is not None else None
+    job = find_job(rel) if rel is not None and not any(p.is_file() for p in rel.parents) else None  # under a file
     if rel is None or job is None:
         hint = NO_STAGE if rel is not None else "it lies outside the project (run explain from the project root)"
         raise PipelineError(f"{path}: not an output of any stage; {hint}")

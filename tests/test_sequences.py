@@ -416,6 +416,11 @@ def test_a_dropped_variants_files_count_for_neither_tool_in_the_checkout_or_a_fr
     assert snakemake_jobs(ws) == {"report"} and dvc_stale(ws) == {"report"}
     sh(ws, "snakemake", "--cores", "all")
     assert not back.exists() and snakemake_jobs(ws) == set() and dvc_stale(ws) == set()
+    for name in (f"provenance/train_{dropped}.json", f"models/{dropped}.safetensors"):  # in no folder DVC reads whole
+        kept = ws / name
+        kept.write_bytes((ws / ".dropped-variants" / dropped / name).read_bytes())
+        assert snakemake_jobs(ws) == set() and dvc_stale(ws) == set(), name
+        kept.unlink()
     stray = ws / "plots/train/notes.txt"  # no stage's file, in a folder DVC reads whole: the report refuses it
     stray.write_text("mine\n")
     assert snakemake_jobs(ws) == {"report"} and dvc_stale(ws) == {"report"}

@@ -63,9 +63,9 @@ class Sweep(NamedTuple):
         return paths.SWEEPS / self.name / (point.name if point else "")
 
     def compared_from(self) -> list[Path]:
-        """What the sweep's comparison is made from: its points' folders, and the checkout's code."""
-        code = [paths.CODE] if paths.CODE.is_dir() else []  # an installed package has no checkout
-        return [*map(self.folder, self.points), *code]
+        """What the sweep's comparison is made from: its points' folders, and the checkout's code (an installed
+        package has no checkout)."""
+        return [*map(self.folder, self.points), *([paths.CODE] if paths.CODE.is_dir() else [])]
 
 
 def with_variant(changes: dict[str, Any], variant: str) -> dict[str, Any]:

@@ -22,9 +22,8 @@ details = logging.getLogger("mnist_jax_pipeline.details")
 def job_label(stage: str, variant: str | None = None, root: str | Path = ".") -> str:
     """`stage@variant`, with the sweep point (its folder under sweeps/) or the other root in brackets."""
     name, where = job_name(stage, variant), Path(root)
-    if where == Path("."):
-        return name
-    return f"{name} [{(where.relative_to(SWEEPS) if SWEEPS in where.parents else where).as_posix()}]"
+    shown = where.relative_to(SWEEPS) if SWEEPS in where.parents else where
+    return name if where == Path(".") else f"{name} [{shown.as_posix()}]"
 
 
 def log_file() -> Path | None:

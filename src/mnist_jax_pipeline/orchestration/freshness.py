@@ -26,6 +26,11 @@ def _changed(first: Path, made: str, now: dict[str, str], recorded: dict[str, st
     return [f"{first}: made {made} ({', '.join(changed[:3])}{' ...' * (len(changed) > 3)} changed)"] if changed else []
 
 
+def read_whole(job: Job) -> set[Path]:
+    """The folders DVC reads whole for the job: those of its per-variant inputs, unless it runs per variant."""
+    return {job.root / Path(a.path).parent for a in job.stage.inputs if a.per_variant and not job.stage.per_variant}
+
+
 @dataclass
 class Checker(Recorder):
     """Checks jobs against the files as they are: why one is not current, and whether a stage may run."""
@@ -55,11 +60,12 @@ class Checker(Recorder):
                     found.append(f"{first}: made with {differs.replace(' now', ' in ' + self.params_path)}")
             found += _changed(first, "by other code", self.code(job.stage), record.code)
             found += _changed(first, "from other inputs", self.inputs(job), record.inputs)
-            if not job.stage.per_variant and any(a.per_variant for a in job.stage.inputs):  # DVC reads folders whole
+            if read := read_whole(job):
                 from ..artefacts.dropped import left
 
                 for variant, files in left(self.params.variants, job.root).items():
-                    found.append(f"{files[0]}: left by variant '{variant}', which {self.params_path} does not list")
+                    if seen := [file for file in files if file.parent in read]:  # as DVC sees them
+                        found.append(f"{seen[0]}: left by variant '{variant}', which {self.params_path} does not list")
             found += self.strays(job)
         self._problems[job] = found
         return found
@@ -67,10 +73,9 @@ class Checker(Recorder):
     def strays(self, job: Job) -> list[str]:
         """What lies in a folder the job reads whole, as DVC does, that no variant's stage writes there."""
         made = {a.at(v, job.root) for a in paths.ARTEFACTS if a.per_variant for v in variants.names()}
-        read = {job.root / Path(a.path).parent for a in job.stage.inputs if a.per_variant and not job.stage.per_variant}
         return [
             f"{file}: no stage's output, in {folder}/, which '{job.name}' reads whole under DVC; move it away"
-            for folder in sorted(read)
+            for folder in sorted(read_whole(job))
             for file in (sorted(folder.iterdir()) if folder.is_dir() else [])
             if file not in made and not ignored(file.name)
         ]

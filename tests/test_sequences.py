@@ -411,16 +411,16 @@ def test_a_dropped_variants_files_count_for_neither_tool_in_the_checkout_or_a_fr
     assert not (ws / f"reports/profile/{dropped}").exists()
     assert (ws / f".dropped-variants/{dropped}/reports/profile/{dropped}").is_dir()  # moved aside, not lost
     assert snakemake_jobs(ws) == set() and dvc_stale(ws) == set()
-    back = ws / f"metrics/train/{dropped}.json"  # brought back, as `dvc exp apply` or a checkout does
-    back.write_bytes((ws / ".dropped-variants" / dropped / back.relative_to(ws)).read_bytes())
-    assert snakemake_jobs(ws) == {"report"} and dvc_stale(ws) == {"report"}
-    sh(ws, "snakemake", "--cores", "all")
-    assert not back.exists() and snakemake_jobs(ws) == set() and dvc_stale(ws) == set()
     for name in (f"provenance/train_{dropped}.json", f"models/{dropped}.safetensors"):  # in no folder DVC reads whole
         kept = ws / name
         kept.write_bytes((ws / ".dropped-variants" / dropped / name).read_bytes())
         assert snakemake_jobs(ws) == set() and dvc_stale(ws) == set(), name
         kept.unlink()
+    back = ws / f"metrics/train/{dropped}.json"  # brought back, as `dvc exp apply` or a checkout does
+    back.write_bytes((ws / ".dropped-variants" / dropped / back.relative_to(ws)).read_bytes())
+    assert snakemake_jobs(ws) == {"report"} and dvc_stale(ws) == {"report"}
+    sh(ws, "snakemake", "--cores", "all")
+    assert not back.exists() and snakemake_jobs(ws) == set() and dvc_stale(ws) == set()
     stray = ws / "plots/train/notes.txt"  # no stage's file, in a folder DVC reads whole: the report refuses it
     stray.write_text("mine\n")
     assert snakemake_jobs(ws) == {"report"} and dvc_stale(ws) == {"report"}
